@@ -1,0 +1,80 @@
+package lock
+
+import (
+	"context"
+	"time"
+
+	"github.com/fencekit/fencekit/fence"
+)
+
+// Backend is where leases live. A Client drives a Backend; applications
+// normally use the Client and never call a Backend directly.
+//
+// Implementations must meet these obligations, which the package
+// [github.com/fencekit/fencekit/lock/locktest] checks:
+//
+//   - Acquire(name, owner, ttl): if the lock is free or its lease has
+//     expired, it must take it for owner for ttl and mint a token greater
+//     than every token ever issued for name, in the same atomic step. If
+//     owner already holds it, it must extend the lease to ttl and return the
+//     same token, so that an acquire retried after a lost reply does not lock
+//     its own caller out. Otherwise it must return an error for which
+//     errors.Is(err, ErrHeld) is true; a *HeldError carries the remaining
+//     TTL when it is known.
+//   - Extend(name, owner, ttl): only while owner holds the lock; it must
+//     never re-create a lease that has expired or been released. Otherwise it
+//     must return an error matching ErrNotHeld and leave the current holder
+//     untouched.
+//   - Release(name, owner): compare-and-delete. When owner does not hold the
+//     lock it must return an error matching ErrNotHeld and leave the current
+//     holder untouched. Releasing must not lower the next token.
+//   - Inspect(name): the holder, its token and the remaining TTL; Held is
+//     false when the lock is free.
+//   - Bad input (empty name or owner, ttl below MinTTL) must be refused with
+//     an error matching ErrInvalid before anything is sent.
+//   - Every method must honour its context.
+//
+// Types that satisfy Backend in this module: *memory.Backend,
+// *redis.Backend and *postgres.Backend.
+type Backend interface {
+	Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error)
+	Extend(ctx context.Context, name, owner string, ttl time.Duration) error
+	Release(ctx context.Context, name, owner string) error
+	Inspect(ctx context.Context, name string) (Info, error)
+}
+
+// Info describes a lock as its Backend sees it.
+type Info struct {
+	Name  string
+	Held  bool          // whether a lease is live
+	Owner string        // the holder's owner value; empty when free
+	Token fence.Token   // the holder's token; 0 when free
+	TTL   time.Duration // the holder's remaining time to live; 0 when free
+}
+
+// MinTTL is the shortest lease a Backend accepts. Shorter TTLs are refused
+// with ErrInvalid: they cannot outlive one round trip.
+const MinTTL = time.Millisecond
+
+// ValidateArgs checks the arguments common to Acquire and Extend. Backends
+// call it first, so that every adapter refuses the same inputs the same way.
+func ValidateArgs(name, owner string, ttl time.Duration) error {
+	if err := ValidateName(name, owner); err != nil {
+		return err
+	}
+	if ttl < MinTTL {
+		return fence.Invalid("ttl %v is below the minimum %v", ttl, MinTTL)
+	}
+	return nil
+}
+
+// ValidateName checks a lock name and an owner value, as Release needs.
+func ValidateName(name, owner string) error {
+	if name == "" {
+		return fence.Invalid("empty lock name")
+	}
+	if owner == "" {
+		return fence.Invalid("empty owner")
+	}
+	return nil
+}
