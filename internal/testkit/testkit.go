@@ -1,0 +1,73 @@
+// Package testkit gives tests real Redis and PostgreSQL servers.
+//
+// A test that needs a backend asks testkit, which tries in this order:
+//
+//  1. a URL from the environment (FENCEKIT_REDIS_URL, FENCEKIT_POSTGRES_URL);
+//  2. Docker, when a healthy provider answers, through testcontainers-go;
+//  3. local server binaries, started as throwaway instances on free loopback
+//     ports in a temporary directory and stopped in t.Cleanup;
+//  4. otherwise the test is skipped with a message that says what to provide.
+//
+// FENCEKIT_REQUIRE_BACKENDS=1 turns that skip into a failure; CI sets it.
+//
+// Tests that kill, restart, pause or fail over a server always get their own
+// throwaway instance, never the shared one from step 1.
+package testkit
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"os"
+	"strings"
+	"testing"
+)
+
+// RequireEnv is the environment variable that turns a missing backend from a
+// skip into a failure.
+const RequireEnv = "FENCEKIT_REQUIRE_BACKENDS"
+
+// Unavailable skips t, or fails it when FENCEKIT_REQUIRE_BACKENDS=1, saying
+// which backend was missing and how to provide one.
+func Unavailable(t testing.TB, what string, how string) {
+	t.Helper()
+	if os.Getenv(RequireEnv) == "1" {
+		t.Fatalf("%s unavailable and %s=1: %s", what, RequireEnv, how)
+	}
+	t.Skipf("%s unavailable: %s", what, how)
+}
+
+// Namespace returns a short unique name for one test: a prefix for keys, a
+// schema or table name. It is made of lowercase letters, digits and '_', so
+// it is safe as a Redis key part and as a SQL identifier.
+func Namespace(t testing.TB) string {
+	t.Helper()
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatalf("testkit: random namespace: %v", err)
+	}
+	return "fk_" + hex.EncodeToString(b[:])
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and is
+// at most max (0 means no bound). Redis Cluster nodes need ports at most
+// 55535, because the cluster bus listens on port+10000.
+func FreePort(t testing.TB, max int) int {
+	t.Helper()
+	for i := 0; i < 100; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("testkit: free port: %v", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if max == 0 || port <= max {
+			return port
+		}
+	}
+	t.Fatalf("testkit: no free port at most %d", max)
+	return 0
+}
+
+// envURL returns the trimmed value of the environment variable name.
+func envURL(name string) string { return strings.TrimSpace(os.Getenv(name)) }
