@@ -37,8 +37,10 @@
 //     (one script, one statement or a row lock held to commit, one critical
 //     section), and comparisons must be exact over the whole range
 //     1..MaxToken.
-//   - An empty key, or a token that is not Valid, must be refused with an
-//     error matching ErrInvalid before anything is sent or written. A nil
+//   - A key that ValidateKey refuses (empty, longer than MaxKeyLen, not
+//     UTF-8, or with a NUL byte), or a token that is not Valid, must be
+//     refused with an error matching ErrInvalid before anything is sent or
+//     written. A nil
 //     value is an empty value; Get returns it as a non-nil empty slice.
 //   - Every method must honour its context: a call whose context is already
 //     done must write nothing.

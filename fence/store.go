@@ -1,6 +1,10 @@
 package fence
 
-import "context"
+import (
+	"context"
+	"strings"
+	"unicode/utf8"
+)
 
 // Store is a fenced resource: a key-value store that keeps, per key, the
 // highest token it has accepted and refuses writes with older tokens. The
@@ -46,10 +50,24 @@ func ValidateWrite(key string, token Token) error {
 	return nil
 }
 
-// ValidateKey returns an error matching ErrInvalid for an empty key.
+// MaxKeyLen is the longest key, in bytes, that a Store must accept. It keeps
+// keys within what every backend can index (PostgreSQL's B-tree entries, for
+// one, are limited to about 2.7 kB).
+const MaxKeyLen = 1024
+
+// ValidateKey returns an error matching ErrInvalid unless key is a non-empty
+// UTF-8 string of at most MaxKeyLen bytes without NUL bytes. Lock names obey
+// the same rule.
 func ValidateKey(key string) error {
-	if key == "" {
+	switch {
+	case key == "":
 		return Invalid("empty key")
+	case len(key) > MaxKeyLen:
+		return Invalid("key of %d bytes is longer than %d", len(key), MaxKeyLen)
+	case !utf8.ValidString(key):
+		return Invalid("key %q is not valid UTF-8", key)
+	case strings.IndexByte(key, 0) >= 0:
+		return Invalid("key %q contains a NUL byte", key)
 	}
 	return nil
 }

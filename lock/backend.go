@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
@@ -68,10 +69,14 @@ func ValidateArgs(name, owner string, ttl time.Duration) error {
 	return nil
 }
 
-// ValidateName checks a lock name and an owner value, as Release needs.
+// ValidateName checks a lock name and an owner value, as Release needs. A
+// name obeys the rule of fence.ValidateKey.
 func ValidateName(name, owner string) error {
 	if name == "" {
 		return fence.Invalid("empty lock name")
+	}
+	if err := fence.ValidateKey(name); err != nil {
+		return fmt.Errorf("lock name: %w", err)
 	}
 	if owner == "" {
 		return fence.Invalid("empty owner")

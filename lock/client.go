@@ -1,0 +1,156 @@
+package lock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"time"
+)
+
+// Client acquires leases from a Backend. It is safe for concurrent use.
+type Client struct {
+	backend Backend
+	opts    Options
+}
+
+// New returns a Client over backend. A nil opts means the defaults. A Client
+// with a nil backend refuses every call with an error matching ErrInvalid.
+func New(backend Backend, opts *Options) *Client {
+	return &Client{backend: backend, opts: opts.withDefaults()}
+}
+
+// NewOwner returns a fresh owner value: 128 bits from crypto/rand, in hex.
+// Every lease a Client acquires gets its own.
+func NewOwner() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("lock: owner from crypto/rand: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// TryAcquire makes one attempt to acquire the lock name for ttl. When another
+// owner holds it, the error matches both ErrNotAcquired and ErrHeld.
+func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+	return c.acquire(ctx, name, ttl, 1, c.opts.KeepAlive)
+}
+
+// Acquire blocks until it acquires the lock name for ttl, retrying with
+// exponential backoff and full jitter. It gives up when ctx ends or after
+// Options.MaxAttempts attempts, with an error matching ErrNotAcquired (and
+// ctx.Err() when the context ended). Every attempt uses the same owner, so
+// an attempt whose reply was lost is recovered by the next one, which gets
+// the same token.
+func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+	return c.acquire(ctx, name, ttl, c.opts.MaxAttempts, c.opts.KeepAlive)
+}
+
+func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, maxAttempts int, keepAlive bool) (*Lease, error) {
+	if c == nil || c.backend == nil {
+		return nil, fmt.Errorf("%w: nil backend", ErrInvalid)
+	}
+	owner, err := NewOwner()
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidateArgs(name, owner, ttl); err != nil {
+		return nil, err
+	}
+	var (
+		last      error
+		ambiguous bool // an attempt may have taken the lock without our knowing
+	)
+	for attempt := 1; ; attempt++ {
+		lease, err := c.attempt(ctx, name, owner, ttl, keepAlive)
+		if err == nil {
+			return lease, nil
+		}
+		if errors.Is(err, ErrInvalid) {
+			return nil, err
+		}
+		last = err
+		if !errors.Is(err, ErrHeld) {
+			ambiguous = true
+		}
+		if ctx.Err() != nil || (maxAttempts > 0 && attempt >= maxAttempts) {
+			if ambiguous {
+				c.abandon(ctx, name, owner, ttl)
+			}
+			return nil, notAcquired(ctx, name, attempt, last)
+		}
+		timer := time.NewTimer(c.backoff(attempt, last))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			if ambiguous {
+				c.abandon(ctx, name, owner, ttl)
+			}
+			return nil, notAcquired(ctx, name, attempt, last)
+		case <-timer.C:
+		}
+	}
+}
+
+// attempt makes one acquire request and wraps its result in a Lease.
+func (c *Client) attempt(ctx context.Context, name, owner string, ttl time.Duration, keepAlive bool) (*Lease, error) {
+	start := time.Now() // before the request: the lease cannot have started earlier
+	token, err := c.backend.Acquire(ctx, name, owner, ttl)
+	if err != nil {
+		return nil, err
+	}
+	deadline := start.Add(ttl - c.opts.drift(ttl))
+	if !time.Now().Before(deadline) {
+		// The reply came too late to use: the lease may already have
+		// expired on the server. The next attempt (same owner) extends it.
+		return nil, fmt.Errorf("%w: %q: the acquire reply arrived after the lease's local deadline", ErrLost, name)
+	}
+	l := newLease(c, name, owner, token, ttl, deadline)
+	c.observe(Event{Kind: EventAcquired, Name: name, Token: token})
+	if keepAlive {
+		l.startKeepAlive()
+	}
+	return l, nil
+}
+
+// abandon releases a lock that an ambiguous attempt may have taken, so that
+// giving up does not leave it held until its TTL ends. Best effort.
+func (c *Client) abandon(ctx context.Context, name, owner string, ttl time.Duration) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
+	defer cancel()
+	_ = c.backend.Release(rctx, name, owner)
+}
+
+// backoff returns the pause before the next attempt: a uniformly random
+// duration up to a ceiling that doubles with every attempt (full jitter),
+// and never longer than the holder's remaining TTL when that is known.
+func (c *Client) backoff(attempt int, last error) time.Duration {
+	ceiling := c.opts.MaxBackoff
+	if attempt < 32 {
+		if d := c.opts.MinBackoff << (attempt - 1); d > 0 && d < ceiling {
+			ceiling = d
+		}
+	}
+	wait := time.Duration(mrand.Int64N(int64(ceiling))) + 1
+	var held *HeldError
+	if errors.As(last, &held) && held.TTL > 0 && wait > held.TTL {
+		wait = held.TTL
+	}
+	return wait
+}
+
+func notAcquired(ctx context.Context, name string, attempts int, last error) error {
+	err := fmt.Errorf("%w: %q after %d attempt(s): %w", ErrNotAcquired, name, attempts, last)
+	if ctx.Err() != nil {
+		return errors.Join(err, ctx.Err())
+	}
+	return err
+}
+
+func (c *Client) observe(e Event) {
+	if c.opts.Observer != nil {
+		c.opts.Observer(e)
+	}
+}

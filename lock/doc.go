@@ -1,0 +1,20 @@
+// Package lock is a distributed lock whose every acquisition mints a fencing
+// token.
+//
+// A Client drives any Backend (adapters/memory, adapters/redis,
+// adapters/postgres, or your own). Client.Acquire retries with exponential
+// backoff and full jitter until the context ends or an attempt limit is
+// reached; Client.TryAcquire makes one attempt; Client.Do acquires, keeps the
+// lease alive, runs a function with a context that is cancelled if the lease
+// is lost, and releases afterwards.
+//
+// A Lease carries its fencing token. Pass it with every protected write to a
+// fence.Store (or use Lease.Fenced): the store refuses writes from a holder
+// whose lease has silently expired, which the lock alone can never prevent.
+//
+// A Lease also keeps a local deadline, measured on the monotonic clock from
+// before the acquire request was sent, minus a drift margin. When the
+// deadline passes without a successful renewal, or the backend says the lease
+// is gone, the lease is lost: Done is closed and its Context is cancelled with
+// ErrLost as the cause.
+package lock
