@@ -1,0 +1,15 @@
+package main
+
+import (
+	"context"
+
+	"github.com/fencekit/fencekit/adapters/memory"
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock"
+)
+
+func init() {
+	registerBackend("memory", func(context.Context) (lock.Backend, fence.Store, func(), error) {
+		return memory.NewBackend(), memory.NewStore(), func() {}, nil
+	})
+}
