@@ -1,0 +1,229 @@
+package testkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/testcontainers/testcontainers-go"
+	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+)
+
+// Environment variables that choose the PostgreSQL server for tests.
+const (
+	// PostgresURLEnv names a running server to use (step 1).
+	PostgresURLEnv = "FENCEKIT_POSTGRES_URL"
+	// PostgresImageEnv overrides the Docker image of step 2.
+	PostgresImageEnv = "FENCEKIT_POSTGRES_IMAGE"
+	// PostgresBinEnv names the directory holding initdb and postgres for
+	// step 3, when they are neither on PATH nor in a usual place.
+	PostgresBinEnv = "FENCEKIT_POSTGRES_BIN"
+)
+
+// DefaultPostgresImage is the official image used when Docker is available
+// and FENCEKIT_POSTGRES_IMAGE is not set.
+const DefaultPostgresImage = "postgres:16-alpine"
+
+const postgresHow = "set FENCEKIT_POSTGRES_URL, run Docker, or install PostgreSQL server binaries"
+
+// sharedPostgres is the server PostgresURL found or started without an
+// environment URL: one per test binary, shared by every test in it. A Docker
+// container is removed by testcontainers' reaper when the binary exits; a
+// local instance by its watchdog (see startWatchdog).
+var sharedPostgres struct {
+	once   sync.Once
+	url    string
+	source string
+	err    error
+	server *PostgresServer // keeps the local instance and its watchdog pipe reachable
+}
+
+// PostgresURL returns the URL of a PostgreSQL server for t: the one named by
+// FENCEKIT_POSTGRES_URL; else a container, when a healthy Docker provider
+// answers quickly; else a throwaway local instance started from the server
+// binaries. The container or local instance is shared by every test of the
+// test binary, so tests must keep to their own schema (see Postgres). When
+// none is available, t is skipped, or failed under FENCEKIT_REQUIRE_BACKENDS=1.
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	if u := envURL(PostgresURLEnv); u != "" {
+		return u
+	}
+	sharedPostgres.once.Do(func() {
+		var dockerErr error
+		sharedPostgres.url, dockerErr = dockerPostgres()
+		if dockerErr == nil {
+			sharedPostgres.source = "docker"
+			return
+		}
+		srv, err := startLocalPostgres(nil)
+		if err != nil {
+			sharedPostgres.err = fmt.Errorf("docker: %v; local binaries: %w", dockerErr, err)
+			return
+		}
+		sharedPostgres.server, sharedPostgres.url, sharedPostgres.source = srv, srv.URL(), "local"
+	})
+	if sharedPostgres.err != nil {
+		t.Logf("testkit: no PostgreSQL: %v", sharedPostgres.err)
+		Unavailable(t, "PostgreSQL", postgresHow)
+	}
+	return sharedPostgres.url
+}
+
+// Postgres returns a pool on PostgresURL(t) whose connections all use a
+// fresh schema of their own (testkit.Namespace) as search_path, so that
+// unqualified table names are private to t. When t ends, the pool is closed
+// and the schema dropped with everything in it.
+func Postgres(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	return schemaPool(t, PostgresURL(t), false)
+}
+
+// schemaPool creates a schema on the server at url and returns a pool that
+// uses it; both are cleaned up when t ends. With pingAlways the pool checks
+// every connection before handing it out, so that it recovers by itself from
+// a server restart.
+func schemaPool(t testing.TB, url string, pingAlways bool) *pgxpool.Pool {
+	t.Helper()
+	schema := Namespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatalf("testkit: parse PostgreSQL URL: %v", err)
+	}
+	admin, err := pgx.ConnectConfig(ctx, cfg.ConnConfig.Copy())
+	if err != nil {
+		t.Fatalf("testkit: connect to PostgreSQL: %v", err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatalf("testkit: create schema %s: %v", schema, err)
+	}
+
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	// The schema's name is also the connections' application_name, so that
+	// cleanup can find connections a failed test left behind.
+	cfg.ConnConfig.RuntimeParams["application_name"] = schema
+	if pingAlways {
+		cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return true }
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		dropSchema(t, url, schema)
+		t.Fatalf("testkit: pool on PostgreSQL: %v", err)
+	}
+	t.Cleanup(func() {
+		closed := make(chan struct{})
+		go func() { pool.Close(); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			// A connection is still acquired (a test failed mid-way);
+			// dropSchema terminates it below.
+			t.Logf("testkit: pool for schema %s did not close in 5s", schema)
+		}
+		dropSchema(t, url, schema)
+	})
+	return pool
+}
+
+// dropSchema ends any connection still using schema and drops it.
+func dropSchema(t testing.TB, url, schema string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Logf("testkit: drop schema %s: %v", schema, err)
+		return
+	}
+	defer conn.Close(context.Background())
+	_, _ = conn.Exec(ctx,
+		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()",
+		schema)
+	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		t.Logf("testkit: drop schema %s: %v", schema, err)
+	}
+}
+
+// dockerPostgres starts a PostgreSQL container when a Docker provider is
+// reachable and healthy, and returns its URL. It checks cheaply first, so
+// that a machine without Docker costs nothing and logs nothing.
+func dockerPostgres() (url string, err error) {
+	if !dockerLikely() {
+		return "", errors.New("no Docker socket and no DOCKER_HOST")
+	}
+	defer func() {
+		// testcontainers panics in some setups without a usable Docker.
+		if r := recover(); r != nil {
+			url, err = "", fmt.Errorf("testcontainers panicked: %v", r)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	provider, err := testcontainers.ProviderDefault.GetProvider()
+	if err != nil {
+		return "", fmt.Errorf("docker provider: %w", err)
+	}
+	err = provider.Health(ctx)
+	_ = provider.Close()
+	if err != nil {
+		return "", fmt.Errorf("docker provider unhealthy: %w", err)
+	}
+
+	image := envURL(PostgresImageEnv)
+	if image == "" {
+		image = DefaultPostgresImage
+	}
+	runCtx, runCancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer runCancel()
+	ctr, err := tcpostgres.Run(runCtx, image,
+		tcpostgres.WithDatabase("test"),
+		tcpostgres.WithUsername("postgres"),
+		tcpostgres.WithPassword("postgres"),
+		tcpostgres.BasicWaitStrategies(),
+	)
+	if err != nil {
+		if ctr != nil {
+			_ = testcontainers.TerminateContainer(ctr)
+		}
+		return "", fmt.Errorf("postgres container %s: %w", image, err)
+	}
+	// The container lives as long as the test binary; testcontainers'
+	// reaper removes it afterwards.
+	return ctr.ConnectionString(runCtx, "sslmode=disable")
+}
+
+// dockerLikely reports whether a Docker engine might answer: DOCKER_HOST is
+// set, or a Docker socket in a usual place accepts a connection.
+func dockerLikely() bool {
+	if envURL("DOCKER_HOST") != "" || envURL("TESTCONTAINERS_DOCKER_SOCKET_OVERRIDE") != "" {
+		return true
+	}
+	socks := []string{"/var/run/docker.sock"}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		socks = append(socks, filepath.Join(d, "docker.sock"))
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		socks = append(socks,
+			filepath.Join(h, ".docker", "run", "docker.sock"),
+			filepath.Join(h, ".docker", "desktop", "docker.sock"))
+	}
+	for _, s := range socks {
+		c, err := net.DialTimeout("unix", s, time.Second)
+		if err == nil {
+			_ = c.Close()
+			return true
+		}
+	}
+	return false
+}
