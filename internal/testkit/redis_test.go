@@ -1,0 +1,151 @@
+package testkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func redisCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestRedisURLAnswers(t *testing.T) {
+	c := Redis(t)
+	ctx := redisCtx(t)
+	key := Namespace(t) + ":k"
+	if err := c.Set(ctx, key, "v", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Del(context.Background(), key) })
+	if got := c.Get(ctx, key).Val(); got != "v" {
+		t.Fatalf("GET %s = %q, want v", key, got)
+	}
+}
+
+func TestRedisServerRestartIsEmpty(t *testing.T) {
+	s := NewRedisServer(t)
+	c := s.Client(t)
+	ctx := redisCtx(t)
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Stop()
+	if s.Running() {
+		t.Fatal("server still running after Stop")
+	}
+	if _, err := s.Do("PING"); err == nil {
+		t.Fatal("PING answered after Stop")
+	}
+	s.Start()
+	if n, err := c.DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Fatalf("after restart DBSIZE = %d, %v; want 0, nil", n, err)
+	}
+	if err := c.Get(ctx, "k").Err(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("after restart GET k: %v, want redis.Nil", err)
+	}
+}
+
+func TestRedisServerPauseResume(t *testing.T) {
+	s := NewRedisServer(t)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := redisCtx(t)
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Pause()
+	if err := c.Ping(ctx).Err(); err == nil {
+		t.Fatal("a paused server answered PING")
+	}
+	s.Resume()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(ctx).Err() != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no PING after Resume")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestRedisServerKillWhilePaused(t *testing.T) {
+	s := NewRedisServer(t)
+	s.Pause()
+	s.Kill()
+	if s.Running() {
+		t.Fatal("server running after Kill")
+	}
+	s.Start()
+	if got, err := s.Do("PING"); err != nil || got != "PONG" {
+		t.Fatalf("PING after Kill and Start = %q, %v", got, err)
+	}
+}
+
+func TestRedisClusterComesUp(t *testing.T) {
+	cl := NewRedisCluster(t, 3)
+	if len(cl.Addrs()) != 3 {
+		t.Fatalf("Addrs = %v", cl.Addrs())
+	}
+	c := cl.Client(t)
+	ctx := redisCtx(t)
+	masters := map[string]bool{}
+	for i := 0; i < 100; i++ {
+		key := fmt.Sprintf("k%d", i)
+		if err := c.Set(ctx, key, i, 0).Err(); err != nil {
+			t.Fatalf("SET %s: %v", key, err)
+		}
+		m, err := c.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[m.Options().Addr] = true
+	}
+	if len(masters) != 3 {
+		t.Fatalf("100 keys landed on %d masters, want 3", len(masters))
+	}
+	for i := 0; i < 100; i++ {
+		if got, err := c.Get(ctx, fmt.Sprintf("k%d", i)).Int(); err != nil || got != i {
+			t.Fatalf("GET k%d = %d, %v", i, got, err)
+		}
+	}
+}
+
+func TestRedisReplicated(t *testing.T) {
+	primary, replica := NewRedisReplicated(t)
+	ctx := redisCtx(t)
+	p := primary.Client(t)
+	if err := p.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := p.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1 with the replica up = %d, %v", n, err)
+	}
+	if got := replica.Client(t).Get(ctx, "k").Val(); got != "v" {
+		t.Fatalf("replica GET k = %q", got)
+	}
+
+	replica.Stop()
+	if err := p.Set(ctx, "k", "w", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := p.Wait(ctx, 1, 100*time.Millisecond).Result(); err != nil || n != 0 {
+		t.Fatalf("WAIT 1 with the replica down = %d, %v", n, err)
+	}
+
+	replica.Start()
+	replica.WaitReplicating()
+	primary.WaitReplicas(1)
+	replica.Promote()
+	if got := replica.Info("replication", "role"); got != "master" {
+		t.Fatalf("promoted replica role = %q", got)
+	}
+	if err := replica.Client(t).Set(ctx, "k", "x", 0).Err(); err != nil {
+		t.Fatalf("write to the promoted replica: %v", err)
+	}
+}
