@@ -35,6 +35,9 @@ func NewOwner() (string, error) {
 // TryAcquire makes one attempt to acquire the lock name for ttl. When another
 // owner holds it, the error matches both ErrNotAcquired and ErrHeld.
 func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
 	return c.acquire(ctx, name, ttl, 1, c.opts.KeepAlive)
 }
 
@@ -45,13 +48,13 @@ func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration)
 // an attempt whose reply was lost is recovered by the next one, which gets
 // the same token.
 func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
 	return c.acquire(ctx, name, ttl, c.opts.MaxAttempts, c.opts.KeepAlive)
 }
 
 func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, maxAttempts int, keepAlive bool) (*Lease, error) {
-	if c == nil || c.backend == nil {
-		return nil, fmt.Errorf("%w: nil backend", ErrInvalid)
-	}
 	owner, err := NewOwner()
 	if err != nil {
 		return nil, err
@@ -92,6 +95,14 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 		case <-timer.C:
 		}
 	}
+}
+
+// usable refuses a nil Client or one without a backend.
+func (c *Client) usable() error {
+	if c == nil || c.backend == nil {
+		return fmt.Errorf("%w: nil client or backend", ErrInvalid)
+	}
+	return nil
 }
 
 // attempt makes one acquire request and wraps its result in a Lease.

@@ -16,6 +16,9 @@ import (
 // matches ErrLost: fn's work may have overlapped another holder's, and only
 // fenced writes are safe from that.
 func (c *Client) Do(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context, lease *Lease) error) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
 	if fn == nil {
 		return fence.Invalid("nil function")
 	}
