@@ -38,9 +38,14 @@ import (
 // Types that satisfy Backend in this module: *memory.Backend,
 // *redis.Backend and *postgres.Backend.
 type Backend interface {
+	// Acquire takes name for owner for ttl and returns a new token, or
+	// extends owner's own lease and returns its token.
 	Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error)
+	// Extend renews owner's lease on name to ttl from now.
 	Extend(ctx context.Context, name, owner string, ttl time.Duration) error
+	// Release frees name if owner holds it.
 	Release(ctx context.Context, name, owner string) error
+	// Inspect reports the lease on name, if any.
 	Inspect(ctx context.Context, name string) (Info, error)
 }
 
