@@ -1,0 +1,190 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock"
+)
+
+// Backend is a lock.Backend on a PostgreSQL lease table with one row per
+// lock name: (name, owner, token, expires_at). Use it through lock.New.
+//
+// Expiry is decided by the database clock alone, so clients need no
+// synchronised clocks. The token lives in the row and is raised by the same
+// statement that grants a lease, so it is durable: it keeps rising across
+// releases (which only clear the owner), expiries and server restarts. Rows
+// are never deleted; do not delete them by hand either, or that name's
+// tokens start again at 1.
+//
+// Every call is one statement (Acquire reads once more when the lock is
+// held, for the remaining TTL), and no session state is used: any pooled
+// connection will do, and a lease taken on one connection can be extended or
+// released on another.
+type Backend struct {
+	db                               DB
+	err                              error
+	acquire, extend, release, lookup string
+}
+
+// NewBackend returns a Backend on db with the lease table named in opts (nil
+// for the default fencekit_leases). The table must exist (see Migrate). A
+// malformed table name or a nil db is reported by every method as an error
+// matching fence.ErrInvalid.
+func NewBackend(db DB, opts *Options) *Backend {
+	_, table, err := opts.tables()
+	if err == nil && db == nil {
+		err = fence.Invalid("postgres: nil DB")
+	}
+	if err != nil {
+		return &Backend{err: err}
+	}
+	return &Backend{
+		db: db,
+		// Free (no owner), expired, or already ours: take it. A new holder
+		// gets token+1; the same owner re-acquiring a live lease keeps its
+		// token and gets the new expiry. statement_timestamp() is one
+		// instant for the whole statement, fresh for each statement even
+		// inside a long transaction.
+		acquire: fmt.Sprintf(`INSERT INTO %[1]s AS l (name, owner, token, expires_at)
+VALUES ($1, $2, 1, statement_timestamp() + $3::interval)
+ON CONFLICT (name) DO UPDATE SET
+    owner = EXCLUDED.owner,
+    token = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > statement_timestamp()
+                 THEN l.token ELSE l.token + 1 END,
+    expires_at = EXCLUDED.expires_at
+WHERE l.owner IS NULL OR l.expires_at <= statement_timestamp() OR l.owner = EXCLUDED.owner
+RETURNING l.token`, table),
+		extend: fmt.Sprintf(`UPDATE %s SET expires_at = statement_timestamp() + $3::interval
+WHERE name = $1 AND owner = $2 AND expires_at > statement_timestamp()`, table),
+		// The token stays: the next holder gets token+1.
+		release: fmt.Sprintf(`UPDATE %s SET owner = NULL, expires_at = NULL
+WHERE name = $1 AND owner = $2 AND expires_at > statement_timestamp()`, table),
+		lookup: fmt.Sprintf(`SELECT owner, token, expires_at, clock_timestamp() FROM %s WHERE name = $1`, table),
+	}
+}
+
+// interval converts ttl to an interval parameter in whole microseconds.
+func interval(ttl time.Duration) pgtype.Interval {
+	return pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}
+}
+
+// Acquire takes name for owner for ttl and returns a new token, above every
+// token issued for name before; or, when owner already holds it, extends the
+// lease to ttl and returns the same token. When another owner holds it, the
+// error is a *lock.HeldError with the remaining TTL.
+func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
+	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
+		return 0, err
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	for attempt := 1; ; attempt++ {
+		var token int64
+		err := b.db.QueryRow(ctx, b.acquire, name, owner, interval(ttl)).Scan(&token)
+		if err == nil {
+			return fence.Token(token), nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return 0, wrapErr(fmt.Sprintf("acquire %q", name), err)
+		}
+		// Held by someone else: find out for how long.
+		info, err := b.inspect(ctx, name)
+		if err != nil {
+			return 0, err
+		}
+		if info.Held || attempt >= 3 {
+			// After repeated races with releases, report the lock as
+			// held with an unknown TTL; the client backs off and retries.
+			return 0, &lock.HeldError{Name: name, TTL: info.TTL}
+		}
+		// Released or expired in between: try again.
+	}
+}
+
+// Extend renews owner's live lease on name to ttl from now. It never
+// re-creates a lease that expired or was released: then, or when another
+// owner holds the lock, it returns an error matching lock.ErrNotHeld.
+func (b *Backend) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
+	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
+		return err
+	}
+	return b.update(ctx, "extend", b.extend, name, owner, interval(ttl))
+}
+
+// Release frees name if owner holds a live lease on it, keeping the token
+// so that the next holder's is higher. Otherwise it returns an error
+// matching lock.ErrNotHeld and changes nothing.
+func (b *Backend) Release(ctx context.Context, name, owner string) error {
+	if err := lock.ValidateName(name, owner); err != nil {
+		return err
+	}
+	return b.update(ctx, "release", b.release, name, owner)
+}
+
+func (b *Backend) update(ctx context.Context, op, query string, args ...any) error {
+	if b.err != nil {
+		return b.err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	name := args[0].(string)
+	tag, err := b.db.Exec(ctx, query, args...)
+	if err != nil {
+		return wrapErr(fmt.Sprintf("%s %q", op, name), err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres: %s %q: %w", op, name, lock.ErrNotHeld)
+	}
+	return nil
+}
+
+// Inspect reports the holder of name, its token and remaining TTL as the
+// database clock sees them. A free lock reports Held false and zero Owner,
+// Token and TTL.
+func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
+	if name == "" {
+		return lock.Info{}, fence.Invalid("empty lock name")
+	}
+	if err := fence.ValidateKey(name); err != nil {
+		return lock.Info{}, fmt.Errorf("lock name: %w", err)
+	}
+	if b.err != nil {
+		return lock.Info{}, b.err
+	}
+	if err := ctx.Err(); err != nil {
+		return lock.Info{}, err
+	}
+	return b.inspect(ctx, name)
+}
+
+func (b *Backend) inspect(ctx context.Context, name string) (lock.Info, error) {
+	var (
+		owner   *string
+		token   int64
+		expires *time.Time
+		now     time.Time
+	)
+	err := b.db.QueryRow(ctx, b.lookup, name).Scan(&owner, &token, &expires, &now)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return lock.Info{Name: name}, nil
+	case err != nil:
+		return lock.Info{}, wrapErr(fmt.Sprintf("inspect %q", name), err)
+	}
+	if owner == nil || expires == nil || !expires.After(now) {
+		return lock.Info{Name: name}, nil
+	}
+	return lock.Info{Name: name, Held: true, Owner: *owner, Token: fence.Token(token), TTL: expires.Sub(now)}, nil
+}

@@ -1,0 +1,211 @@
+// Package postgres keeps fencekit's locks and fenced data in PostgreSQL,
+// over pgx v5.
+//
+// It has three parts, all of which accept a DB: a *pgxpool.Pool, a
+// *pgx.Conn, or a pgx.Tx to take part in the caller's transaction.
+//
+//   - Store is a fence.Store on a table (key, value, fence). Every write is
+//     one INSERT ... ON CONFLICT statement that compares the token with the
+//     row's fence and writes in the same step.
+//   - Guard fences the caller's own transaction on its own tables: Check
+//     raises a resource's fence inside the transaction and holds the row lock
+//     until commit, or reports a stale token so that the caller rolls back.
+//     UpdateFenced is the other recipe: a fence column on the caller's rows.
+//   - Backend is a lock.Backend on a lease table. Expiry is decided by the
+//     database clock, and each lock's token lives in its row, raised in the
+//     statement that grants the lease, so tokens keep rising across releases,
+//     expiries and server restarts.
+//
+// Create the tables with Migrate, or with the SQL in docs/postgres.md.
+// Everything works under the default READ COMMITTED isolation. Under
+// REPEATABLE READ or SERIALIZABLE a concurrent change can abort the caller's
+// transaction; such failures come back as a *ConflictError matching
+// ErrConflict, never as a silent success, and the caller retries the whole
+// transaction.
+//
+// No session state is used: each call is one statement (two on a refusal),
+// so any connection of a pool will do.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock"
+)
+
+// DB is what this package needs of a connection: *pgxpool.Pool, *pgx.Conn
+// and pgx.Tx all satisfy it. Pass a pgx.Tx to run a call inside your own
+// transaction.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+var (
+	_ DB = (*pgxpool.Pool)(nil)
+	_ DB = (*pgx.Conn)(nil)
+	_ DB = (pgx.Tx)(nil)
+
+	_ fence.Store  = (*Store)(nil)
+	_ lock.Backend = (*Backend)(nil)
+)
+
+// Default table names.
+const (
+	DefaultStoreTable = "fencekit_store"
+	DefaultLeaseTable = "fencekit_leases"
+)
+
+// Options configures where the tables live. A nil *Options means the
+// defaults.
+type Options struct {
+	// StoreTable is the table of Store and Guard, optionally
+	// schema-qualified: pgx.Identifier{"app", "fences"}. Default
+	// fencekit_store, found through the connection's search_path.
+	StoreTable pgx.Identifier
+	// LeaseTable is the table of Backend; default fencekit_leases.
+	LeaseTable pgx.Identifier
+}
+
+// tables returns the sanitized table names, or an error matching
+// fence.ErrInvalid for a malformed identifier.
+func (o *Options) tables() (store, leases string, err error) {
+	var so, lo pgx.Identifier
+	if o != nil {
+		so, lo = o.StoreTable, o.LeaseTable
+	}
+	if store, err = tableName(so, DefaultStoreTable); err != nil {
+		return "", "", fmt.Errorf("postgres: StoreTable: %w", err)
+	}
+	if leases, err = tableName(lo, DefaultLeaseTable); err != nil {
+		return "", "", fmt.Errorf("postgres: LeaseTable: %w", err)
+	}
+	return store, leases, nil
+}
+
+// tableName sanitizes id as a table name, or def when id is empty.
+func tableName(id pgx.Identifier, def string) (string, error) {
+	if len(id) == 0 {
+		id = pgx.Identifier{def}
+	}
+	if len(id) > 2 {
+		return "", fence.Invalid("table name %q has %d parts; want table or schema.table", strings.Join(id, "."), len(id))
+	}
+	for _, part := range id {
+		if err := identPart(part); err != nil {
+			return "", err
+		}
+	}
+	return id.Sanitize(), nil
+}
+
+// identPart checks one part of an identifier. Sanitize quotes anything; this
+// refuses what it would silently change or PostgreSQL would truncate.
+func identPart(s string) error {
+	switch {
+	case s == "":
+		return fence.Invalid("empty identifier")
+	case strings.IndexByte(s, 0) >= 0:
+		return fence.Invalid("identifier %q contains a NUL byte", s)
+	case len(s) > 63:
+		return fence.Invalid("identifier %q is longer than PostgreSQL's 63 bytes", s)
+	}
+	return nil
+}
+
+// migrateLockKey is the advisory lock Migrate holds while it creates tables,
+// so that two processes migrating at once do not collide in the catalog.
+// It is "fencekit" in ASCII.
+const migrateLockKey int64 = 0x66656e63656b6974
+
+// MigrateSQL returns the statements Migrate runs for opts, for review or for
+// your own migration tool.
+func MigrateSQL(opts *Options) (string, error) {
+	store, leases, err := opts.tables()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d);
+CREATE TABLE IF NOT EXISTS %s (
+    key   text COLLATE "C" PRIMARY KEY,
+    value bytea,
+    fence bigint NOT NULL CHECK (fence >= 1)
+);
+CREATE TABLE IF NOT EXISTS %s (
+    name       text COLLATE "C" PRIMARY KEY,
+    owner      text,
+    token      bigint NOT NULL CHECK (token >= 1),
+    expires_at timestamptz
+);
+`, migrateLockKey, store, leases), nil
+}
+
+// Migrate creates the store and lease tables if they do not exist. It is
+// idempotent and safe to run from several processes at once: the statements
+// run as one transaction under an advisory transaction lock (one
+// multi-statement query; inside a pgx.Tx, as part of it). A schema named in
+// Options must already exist.
+func Migrate(ctx context.Context, db DB, opts *Options) error {
+	if db == nil {
+		return fence.Invalid("postgres: nil DB")
+	}
+	sql, err := MigrateSQL(opts)
+	if err != nil {
+		return err
+	}
+	// Without arguments pgx sends the simple query protocol, in which
+	// several statements run as one implicit transaction.
+	if _, err := db.Exec(ctx, sql); err != nil {
+		return wrapErr("migrate", err)
+	}
+	return nil
+}
+
+// ErrConflict matches a *ConflictError: PostgreSQL aborted the transaction
+// because of a concurrent change (serialization failure, SQLSTATE 40001) or
+// a deadlock (40P01). Nothing of the transaction was applied; roll it back
+// and retry it from the start.
+var ErrConflict = errors.New("postgres: transaction conflict; roll back and retry")
+
+// ConflictError reports a serialization failure or deadlock. It matches
+// ErrConflict, and errors.As still finds the underlying *pgconn.PgError.
+type ConflictError struct {
+	Op  string // the operation that failed, such as "put" or "guard check"
+	Err error  // the driver's error, wrapping a *pgconn.PgError
+}
+
+// Error describes the conflict.
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("postgres: %s: transaction conflict (roll back and retry): %v", e.Op, e.Err)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// Unwrap returns the driver's error.
+func (e *ConflictError) Unwrap() error { return e.Err }
+
+// SQLSTATE codes that mean "retry the transaction".
+const (
+	codeSerializationFailure = "40001"
+	codeDeadlockDetected     = "40P01"
+)
+
+// wrapErr wraps a database error for op, turning serialization failures and
+// deadlocks into a *ConflictError.
+func wrapErr(op string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == codeSerializationFailure || pgErr.Code == codeDeadlockDetected) {
+		return &ConflictError{Op: op, Err: err}
+	}
+	return fmt.Errorf("postgres: %s: %w", op, err)
+}
