@@ -19,6 +19,8 @@ const redisClusterSlots = 16384
 type RedisCluster struct {
 	// Nodes are the masters, in slot order.
 	Nodes []*RedisServer
+	// Replicas are the nodes added by AddReplica.
+	Replicas []*RedisServer
 }
 
 // NewRedisCluster starts a cluster of masters local redis-server processes
@@ -32,13 +34,7 @@ func NewRedisCluster(t testing.TB, masters int) *RedisCluster {
 	}
 	c := &RedisCluster{}
 	for i := 0; i < masters; i++ {
-		n := newRedisServer(t, func() int { return redisClusterPort(t) }, []string{
-			"--cluster-enabled", "yes",
-			"--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "5000",
-			"--cluster-announce-ip", "127.0.0.1",
-		})
-		c.Nodes = append(c.Nodes, n)
+		c.Nodes = append(c.Nodes, newRedisClusterNode(t))
 	}
 	for i, n := range c.Nodes {
 		from := i * redisClusterSlots / masters
@@ -57,12 +53,31 @@ func NewRedisCluster(t testing.TB, masters int) *RedisCluster {
 			t.Fatalf("testkit: CLUSTER MEET %s: %v", n.Addr(), err)
 		}
 	}
+	c.waitOK()
+	return c
+}
+
+// newRedisClusterNode starts one cluster-enabled node on a port whose bus
+// port is free too.
+func newRedisClusterNode(t testing.TB) *RedisServer {
+	t.Helper()
+	return newRedisServer(t, func() int { return redisClusterPort(t) }, []string{
+		"--cluster-enabled", "yes",
+		"--cluster-config-file", "nodes.conf",
+		"--cluster-node-timeout", "5000",
+		"--cluster-announce-ip", "127.0.0.1",
+	})
+}
+
+// waitOK waits until every node says cluster_state:ok, knows every node and
+// sees every slot assigned.
+func (c *RedisCluster) waitOK() {
 	want := map[string]string{
 		"cluster_state":          "ok",
 		"cluster_slots_assigned": strconv.Itoa(redisClusterSlots),
-		"cluster_known_nodes":    strconv.Itoa(masters),
+		"cluster_known_nodes":    strconv.Itoa(len(c.Nodes) + len(c.Replicas)),
 	}
-	for _, n := range c.Nodes {
+	for _, n := range append(append([]*RedisServer{}, c.Nodes...), c.Replicas...) {
 		n.waitFor("cluster_state:ok with every node and slot", func() bool {
 			info, err := n.Do("CLUSTER", "INFO")
 			if err != nil {
@@ -76,7 +91,33 @@ func NewRedisCluster(t testing.TB, masters int) *RedisCluster {
 			return true
 		})
 	}
-	return c
+}
+
+// AddReplica starts one more node, joins it to the cluster as a replica of
+// the master Nodes[master] (CLUSTER REPLICATE), and waits until its
+// replication link is up and every node knows it.
+func (c *RedisCluster) AddReplica(t testing.TB, master int) *RedisServer {
+	t.Helper()
+	m := c.Nodes[master]
+	id, err := m.Do("CLUSTER", "MYID")
+	if err != nil {
+		t.Fatalf("testkit: CLUSTER MYID on %s: %v", m.Addr(), err)
+	}
+	r := newRedisClusterNode(t)
+	if _, err := r.Do("CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(m.Port())); err != nil {
+		t.Fatalf("testkit: CLUSTER MEET %s: %v", m.Addr(), err)
+	}
+	// REPLICATE needs the master known to the new node: retry until the
+	// handshake is done.
+	r.waitFor("CLUSTER REPLICATE accepted", func() bool {
+		_, err := r.Do("CLUSTER", "REPLICATE", id)
+		return err == nil
+	})
+	c.Replicas = append(c.Replicas, r)
+	r.WaitReplicating()
+	m.WaitReplicas(1)
+	c.waitOK()
+	return r
 }
 
 // Addrs are the nodes' host:port addresses.

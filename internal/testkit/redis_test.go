@@ -114,6 +114,29 @@ func TestRedisClusterComesUp(t *testing.T) {
 			t.Fatalf("GET k%d = %d, %v", i, got, err)
 		}
 	}
+
+	r := cl.AddReplica(t, 0)
+	if got := r.Info("replication", "role"); got != "slave" {
+		t.Fatalf("replica role = %q", got)
+	}
+	m, err := c.MasterForKey(ctx, "k0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	if m.Options().Addr == cl.Nodes[0].Addr() {
+		want = 1
+	}
+	if err := m.Set(ctx, "k0", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wait := 5 * time.Second
+	if want == 0 {
+		wait = 100 * time.Millisecond // it can only time out
+	}
+	if n, err := m.Wait(ctx, 1, wait).Result(); err != nil || int(n) != want {
+		t.Fatalf("WAIT 1 on the master of k0 = %d, %v; want %d", n, err, want)
+	}
 }
 
 func TestRedisReplicated(t *testing.T) {

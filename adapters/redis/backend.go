@@ -1,0 +1,246 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock"
+)
+
+var _ lock.Backend = (*Backend)(nil)
+
+// DefaultCounterIdle is how long a lock's token counter survives without a
+// new token being minted, when BackendOptions leaves CounterIdle at zero.
+const DefaultCounterIdle = 7 * 24 * time.Hour
+
+// DefaultWaitTimeout is the WAIT timeout used when BackendOptions asks for
+// replicas but leaves WaitTimeout at zero.
+const DefaultWaitTimeout = time.Second
+
+// BackendOptions configures a Backend. The zero value (or nil) means the
+// defaults.
+type BackendOptions struct {
+	// Prefix starts every key; DefaultPrefix when empty. A lock named n
+	// lives in "<prefix>:{n}:lease" and "<prefix>:{n}:counter" (braces and
+	// '%' in the prefix and the name are %-escaped).
+	Prefix string
+
+	// CounterIdle is how long a lock's token counter is kept after the last
+	// token was minted; DefaultCounterIdle (7 days) when zero, never expires
+	// when negative. An expired counter costs nothing in correctness while
+	// the server clock does not step back: the next token then comes from
+	// the server's TIME in microseconds, which is above every earlier token.
+	// It only stops locks that are used once from leaking a key each.
+	CounterIdle time.Duration
+
+	// WaitReplicas, when above zero, makes Acquire wait (WAIT) until that
+	// many replicas have acknowledged the new lease, at most WaitTimeout. If
+	// fewer do, the lease is released again and Acquire returns an error
+	// matching ErrReplication. It needs a *goredis.Client or a
+	// *goredis.ClusterClient (including the failover kinds).
+	WaitReplicas int
+
+	// WaitTimeout bounds the replication wait; DefaultWaitTimeout when zero.
+	// It must stay below the client's ReadTimeout (3 s by default), which
+	// bounds the whole round trip.
+	WaitTimeout time.Duration
+}
+
+// Backend is a lock.Backend on Redis. It is safe for concurrent use.
+type Backend struct {
+	client       Client
+	prefix       string
+	counterIdle  int64 // milliseconds; <= 0: never expires
+	waitReplicas int
+	waitTimeout  time.Duration
+}
+
+// NewBackend returns a Backend that keeps its leases in client. opts may be
+// nil.
+func NewBackend(client Client, opts *BackendOptions) *Backend {
+	var o BackendOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	idle := int64(-1)
+	switch {
+	case o.CounterIdle == 0:
+		idle = millis(DefaultCounterIdle)
+	case o.CounterIdle > 0:
+		idle = millis(o.CounterIdle)
+	}
+	if o.WaitTimeout <= 0 {
+		o.WaitTimeout = DefaultWaitTimeout
+	}
+	return &Backend{
+		client:       client,
+		prefix:       escapeKey(o.Prefix),
+		counterIdle:  idle,
+		waitReplicas: o.WaitReplicas,
+		waitTimeout:  o.WaitTimeout,
+	}
+}
+
+// LeaseKey is the key of the hash that holds name's lease (fields owner and
+// token). It shares the hash tag of CounterKey.
+func (b *Backend) LeaseKey(name string) string {
+	return b.prefix + ":{" + escapeKey(name) + "}:lease"
+}
+
+// CounterKey is the key that holds the last token minted for name.
+func (b *Backend) CounterKey(name string) string {
+	return b.prefix + ":{" + escapeKey(name) + "}:counter"
+}
+
+// Acquire takes name for owner for ttl and mints a new token, or, when owner
+// already holds it, extends the lease to ttl and returns the same token. When
+// another owner holds it the error is a *lock.HeldError with the remaining
+// TTL. It is one script and one round trip; with WaitReplicas set, the
+// script and WAIT travel together in one pipeline on one connection.
+func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
+	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	keys := []string{b.LeaseKey(name), b.CounterKey(name)}
+	args := []any{owner, millis(ttl), b.counterIdle}
+	if b.waitReplicas > 0 {
+		return b.acquireWait(ctx, name, owner, keys, args)
+	}
+	reply, err := acquireScript.Run(ctx, b.client, keys, args...).Slice()
+	if err != nil {
+		return 0, acquireError(name, err)
+	}
+	return parseAcquire(name, reply)
+}
+
+// acquireError wraps a failed acquire script. INCR refusing to overflow means
+// the counter reached fence.MaxToken: no token is left for this name.
+func acquireError(name string, err error) error {
+	if isRedisError(err) && strings.Contains(err.Error(), "increment or decrement would overflow") {
+		return fmt.Errorf("fencekit/redis: acquire %q: no token above %d is left: %w", name, fence.MaxToken, err)
+	}
+	return fmt.Errorf("fencekit/redis: acquire %q: %w", name, err)
+}
+
+// parseAcquire turns the acquire script's reply into a token or an error.
+func parseAcquire(name string, reply []any) (fence.Token, error) {
+	if len(reply) == 2 {
+		status, _ := reply[0].(string)
+		switch status {
+		case "new", "mine":
+			if s, ok := reply[1].(string); ok {
+				t, err := strconv.ParseInt(s, 10, 64)
+				if err == nil && fence.Token(t).Valid() {
+					return fence.Token(t), nil
+				}
+			}
+		case "held":
+			if ms, ok := reply[1].(int64); ok {
+				var left time.Duration
+				if ms > 0 {
+					left = time.Duration(ms) * time.Millisecond
+				}
+				return 0, &lock.HeldError{Name: name, TTL: left}
+			}
+		}
+	}
+	return 0, fmt.Errorf("fencekit/redis: acquire %q: unexpected reply %v", name, reply)
+}
+
+// Extend renews owner's lease on name for ttl from now. It returns an error
+// matching lock.ErrNotHeld, and changes nothing, when owner does not hold
+// the lock; it never re-creates a lease.
+func (b *Backend) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
+	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	n, err := extendScript.Run(ctx, b.client, []string{b.LeaseKey(name)}, owner, millis(ttl)).Int64()
+	if err != nil {
+		return fmt.Errorf("fencekit/redis: extend %q: %w", name, err)
+	}
+	if n != 1 {
+		return notHeld(name)
+	}
+	return nil
+}
+
+// Release frees name if owner holds it (compare-and-delete). It returns an
+// error matching lock.ErrNotHeld, and changes nothing, otherwise. The token
+// counter is kept, so releasing never lowers the next token.
+func (b *Backend) Release(ctx context.Context, name, owner string) error {
+	if err := lock.ValidateName(name, owner); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return b.release(ctx, name, owner)
+}
+
+func (b *Backend) release(ctx context.Context, name, owner string) error {
+	n, err := releaseScript.Run(ctx, b.client, []string{b.LeaseKey(name)}, owner).Int64()
+	if err != nil {
+		return fmt.Errorf("fencekit/redis: release %q: %w", name, err)
+	}
+	if n != 1 {
+		return notHeld(name)
+	}
+	return nil
+}
+
+// Inspect reports the holder of name, its token and its remaining TTL, read
+// together by one script.
+func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
+	if err := fence.ValidateKey(name); err != nil {
+		return lock.Info{}, fmt.Errorf("lock name: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return lock.Info{}, err
+	}
+	reply, err := inspectScript.Run(ctx, b.client, []string{b.LeaseKey(name)}).Slice()
+	if err != nil {
+		return lock.Info{}, fmt.Errorf("fencekit/redis: inspect %q: %w", name, err)
+	}
+	if len(reply) == 0 {
+		return lock.Info{Name: name}, nil
+	}
+	if len(reply) == 3 {
+		owner, ok1 := reply[0].(string)
+		tok, ok2 := reply[1].(string)
+		ms, ok3 := reply[2].(int64)
+		t, perr := strconv.ParseInt(tok, 10, 64)
+		if ok1 && ok2 && ok3 && perr == nil {
+			info := lock.Info{Name: name, Held: true, Owner: owner, Token: fence.Token(t)}
+			if ms > 0 {
+				info.TTL = time.Duration(ms) * time.Millisecond
+			}
+			return info, nil
+		}
+	}
+	return lock.Info{}, fmt.Errorf("fencekit/redis: inspect %q: unexpected reply %v", name, reply)
+}
+
+func notHeld(name string) error {
+	return fmt.Errorf("%w: %q", lock.ErrNotHeld, name)
+}
+
+// isNoScript reports whether err is the server's NOSCRIPT reply.
+func isNoScript(err error) bool {
+	return err != nil && (errors.Is(err, goredis.ErrNoScript) || goredis.HasErrorPrefix(err, "NOSCRIPT"))
+}

@@ -1,0 +1,283 @@
+package redis_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	fenceredis "github.com/fencekit/fencekit/adapters/redis"
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/lock"
+)
+
+// serverMicros returns the server's TIME in microseconds.
+func serverMicros(t *testing.T, c goredis.Cmdable) int64 {
+	now, err := c.Time(testCtx(t)).Result()
+	require.NoError(t, err)
+	return now.UnixMicro()
+}
+
+func TestTokenComesFromServerClock(t *testing.T) {
+	t.Parallel()
+	c := testkit.Redis(t)
+	ctx := testCtx(t)
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.Namespace(t)})
+
+	before := serverMicros(t, c)
+	tok, err := b.Acquire(ctx, "job", newOwner(t), time.Minute)
+	require.NoError(t, err)
+	after := serverMicros(t, c)
+	require.GreaterOrEqual(t, int64(tok), before, "a fresh counter jumps to the server clock")
+	require.LessOrEqual(t, int64(tok), after)
+	t.Logf("server TIME before %d, token %d, after %d", before, tok, after)
+}
+
+func TestHeldErrorCarriesTTL(t *testing.T) {
+	t.Parallel()
+	c := testkit.Redis(t)
+	ctx := testCtx(t)
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.Namespace(t)})
+
+	_, err := b.Acquire(ctx, "job", newOwner(t), 10*time.Second)
+	require.NoError(t, err)
+	_, err = b.Acquire(ctx, "job", newOwner(t), time.Second)
+	require.ErrorIs(t, err, lock.ErrHeld)
+	var held *lock.HeldError
+	require.ErrorAs(t, err, &held)
+	require.Equal(t, "job", held.Name)
+	require.Greater(t, held.TTL, 9*time.Second)
+	require.LessOrEqual(t, held.TTL, 10*time.Second)
+}
+
+func TestKeyLayout(t *testing.T) {
+	t.Parallel()
+	c := testkit.Redis(t)
+	ctx := testCtx(t)
+	ns := testkit.Namespace(t)
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: ns})
+
+	require.Equal(t, ns+":{job}:lease", b.LeaseKey("job"))
+	require.Equal(t, ns+":{job}:counter", b.CounterKey("job"))
+	// Braces and '%' are escaped, so the hash tag is always the whole name
+	// and different names never share keys.
+	require.Equal(t, ns+":{%7Dx%7B%25}:lease", b.LeaseKey("}x{%"))
+	require.NotEqual(t, b.LeaseKey("}"), b.LeaseKey("%7D"))
+
+	o := newOwner(t)
+	tok, err := b.Acquire(ctx, "job", o, time.Minute)
+	require.NoError(t, err)
+	lease, err := c.HGetAll(ctx, b.LeaseKey("job")).Result()
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"owner": o, "token": tok.String()}, lease)
+	counter, err := c.Get(ctx, b.CounterKey("job")).Result()
+	require.NoError(t, err)
+	require.Equal(t, tok.String(), counter)
+
+	pttl, err := c.PTTL(ctx, b.LeaseKey("job")).Result()
+	require.NoError(t, err)
+	require.Greater(t, pttl, 59*time.Second)
+	idle, err := c.PTTL(ctx, b.CounterKey("job")).Result()
+	require.NoError(t, err)
+	require.Greater(t, idle, fenceredis.DefaultCounterIdle-time.Minute, "the counter expires after the default idle period")
+
+	require.NoError(t, b.Release(ctx, "job", o))
+	n, err := c.Exists(ctx, b.LeaseKey("job"), b.CounterKey("job")).Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "release deletes the lease and keeps the counter")
+}
+
+func TestCounterNeverExpiresWhenNegative(t *testing.T) {
+	t.Parallel()
+	c := testkit.Redis(t)
+	ctx := testCtx(t)
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.Namespace(t), CounterIdle: -1})
+	_, err := b.Acquire(ctx, "job", newOwner(t), time.Minute)
+	require.NoError(t, err)
+	pttl, err := c.PTTL(ctx, b.CounterKey("job")).Result()
+	require.NoError(t, err)
+	require.Equal(t, time.Duration(-1), pttl, "PTTL -1: no expiry")
+}
+
+// TestCounterExpiry lets the counter expire after its idle period: the next
+// token still comes out higher, from the server clock.
+func TestCounterExpiry(t *testing.T) {
+	t.Parallel()
+	c := testkit.Redis(t)
+	ctx := testCtx(t)
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.Namespace(t), CounterIdle: 50 * time.Millisecond})
+
+	var last fence.Token
+	for i := 0; i < 3; i++ {
+		o := newOwner(t)
+		tok, err := b.Acquire(ctx, "job", o, time.Minute)
+		require.NoError(t, err)
+		require.Greater(t, tok, last)
+		pttl, err := c.PTTL(ctx, b.CounterKey("job")).Result()
+		require.NoError(t, err)
+		require.LessOrEqual(t, pttl, 50*time.Millisecond)
+		require.NoError(t, b.Release(ctx, "job", o))
+		eventually(t, 10*time.Second, "counter key expired", func() bool {
+			return c.Exists(ctx, b.CounterKey("job")).Val() == 0
+		})
+		t.Logf("acquisition %d: token %d, then the counter expired", i+1, tok)
+		last = tok
+	}
+}
+
+// TestTokenArithmeticIsExact puts the counter where doubles lose integers and
+// at the top of the token range.
+func TestTokenArithmeticIsExact(t *testing.T) {
+	t.Parallel()
+	c := testkit.Redis(t)
+	ctx := testCtx(t)
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.Namespace(t)})
+
+	for _, start := range []int64{1<<53 - 1, 1 << 53, 1<<53 + 1, 1<<53 + 2, math.MaxInt64 - 1} {
+		require.NoError(t, c.Set(ctx, b.CounterKey("job"), strconv.FormatInt(start, 10), 0).Err())
+		o := newOwner(t)
+		tok, err := b.Acquire(ctx, "job", o, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, fence.Token(start+1), tok, "counter %d", start)
+		info, err := b.Inspect(ctx, "job")
+		require.NoError(t, err)
+		require.Equal(t, tok, info.Token)
+		require.NoError(t, b.Release(ctx, "job", o))
+	}
+
+	// The counter is at MaxToken: there is no next token. The script fails
+	// before writing anything.
+	_, err := b.Acquire(ctx, "job", newOwner(t), time.Minute)
+	require.Error(t, err)
+	require.False(t, errors.Is(err, lock.ErrHeld))
+	t.Logf("acquire after MaxToken: %v", err)
+	info, err := b.Inspect(ctx, "job")
+	require.NoError(t, err)
+	require.False(t, info.Held)
+	require.Equal(t, strconv.FormatInt(math.MaxInt64, 10), c.Get(ctx, b.CounterKey("job")).Val())
+}
+
+// TestRoundTrips counts network round trips with a go-redis hook: one per
+// operation once the scripts are cached on the server.
+func TestRoundTrips(t *testing.T) {
+	t.Parallel()
+	srv := testkit.NewRedisServer(t)
+	c, rt := counted(t, srv.Addr())
+	ctx := testCtx(t)
+	b := fenceredis.NewBackend(c, nil)
+	s := fenceredis.NewStore(c, nil)
+	a, other := newOwner(t), newOwner(t)
+
+	// Warm up: connect, and cache every script (EVALSHA, NOSCRIPT, EVAL).
+	_, err := b.Acquire(ctx, "warm", a, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, b.Extend(ctx, "warm", a, time.Minute))
+	_, err = b.Inspect(ctx, "warm")
+	require.NoError(t, err)
+	require.NoError(t, b.Release(ctx, "warm", a))
+	require.NoError(t, s.Put(ctx, "warm", 1, nil))
+	require.NoError(t, s.Advance(ctx, "warm", 1))
+	require.NoError(t, s.Delete(ctx, "warm", 1))
+	_, _ = s.Get(ctx, "warm")
+	n, sent := rt.take()
+	t.Logf("warm-up with a cold script cache: %d round trips: %v", n, sent)
+
+	var tok fence.Token
+	ops := []struct {
+		name string
+		run  func() error
+	}{
+		{"Acquire (free)", func() (err error) { tok, err = b.Acquire(ctx, "job", a, time.Minute); return err }},
+		{"Acquire (same owner)", func() error { _, err := b.Acquire(ctx, "job", a, time.Minute); return err }},
+		{"Acquire (held)", func() error {
+			_, err := b.Acquire(ctx, "job", other, time.Minute)
+			if errors.Is(err, lock.ErrHeld) {
+				return nil
+			}
+			return err
+		}},
+		{"Extend", func() error { return b.Extend(ctx, "job", a, time.Minute) }},
+		{"Inspect", func() error { _, err := b.Inspect(ctx, "job"); return err }},
+		{"Put", func() error { return s.Put(ctx, "k", tok, []byte("v")) }},
+		{"Put (stale)", func() error {
+			if err := s.Put(ctx, "k", tok-1, []byte("v")); !errors.Is(err, fence.ErrStale) {
+				return err
+			}
+			return nil
+		}},
+		{"Get", func() error { _, err := s.Get(ctx, "k"); return err }},
+		{"Advance", func() error { return s.Advance(ctx, "k", tok) }},
+		{"Delete", func() error { return s.Delete(ctx, "k", tok) }},
+		{"Release", func() error { return b.Release(ctx, "job", a) }},
+	}
+	for _, op := range ops {
+		require.NoError(t, op.run(), op.name)
+		n, sent := rt.take()
+		t.Logf("%-20s %d round trip(s): %v", op.name, n, sent)
+		require.Equal(t, 1, n, "%s: round trips %v", op.name, sent)
+	}
+}
+
+// TestInvalidInputSendsNothing checks that refused input, and a context that
+// has already ended, never reach the server.
+func TestInvalidInputSendsNothing(t *testing.T) {
+	t.Parallel()
+	srv := testkit.NewRedisServer(t)
+	c, rt := counted(t, srv.Addr())
+	ctx := testCtx(t)
+	b := fenceredis.NewBackend(c, nil)
+	s := fenceredis.NewStore(c, nil)
+	o := newOwner(t)
+
+	invalid := map[string]func() error{
+		"Acquire empty name":   func() error { _, err := b.Acquire(ctx, "", o, time.Second); return err },
+		"Acquire empty owner":  func() error { _, err := b.Acquire(ctx, "n", "", time.Second); return err },
+		"Acquire ttl 0":        func() error { _, err := b.Acquire(ctx, "n", o, 0); return err },
+		"Acquire ttl 999µs":    func() error { _, err := b.Acquire(ctx, "n", o, 999*time.Microsecond); return err },
+		"Acquire NUL in name":  func() error { _, err := b.Acquire(ctx, "n\x00", o, time.Second); return err },
+		"Extend ttl -1s":       func() error { return b.Extend(ctx, "n", o, -time.Second) },
+		"Extend empty owner":   func() error { return b.Extend(ctx, "n", "", time.Second) },
+		"Release empty name":   func() error { return b.Release(ctx, "", o) },
+		"Release empty owner":  func() error { return b.Release(ctx, "n", "") },
+		"Inspect empty name":   func() error { _, err := b.Inspect(ctx, ""); return err },
+		"Inspect bad UTF-8":    func() error { _, err := b.Inspect(ctx, "\xff"); return err },
+		"Put token 0":          func() error { return s.Put(ctx, "k", 0, []byte("v")) },
+		"Put token -1":         func() error { return s.Put(ctx, "k", -1, []byte("v")) },
+		"Put empty key":        func() error { return s.Put(ctx, "", 1, []byte("v")) },
+		"Put key too long":     func() error { return s.Put(ctx, string(make([]byte, fence.MaxKeyLen+1)), 1, nil) },
+		"Delete token 0":       func() error { return s.Delete(ctx, "k", 0) },
+		"Delete empty key":     func() error { return s.Delete(ctx, "", 1) },
+		"Advance token MinInt": func() error { return s.Advance(ctx, "k", math.MinInt64) },
+		"Advance empty key":    func() error { return s.Advance(ctx, "", 1) },
+		"Get empty key":        func() error { _, err := s.Get(ctx, ""); return err },
+	}
+	for name, op := range invalid {
+		require.ErrorIs(t, op(), fence.ErrInvalid, name)
+		n, sent := rt.take()
+		require.Zero(t, n, "%s sent %v", name, sent)
+	}
+
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	ended := map[string]func() error{
+		"Acquire": func() error { _, err := b.Acquire(done, "n", o, time.Second); return err },
+		"Extend":  func() error { return b.Extend(done, "n", o, time.Second) },
+		"Release": func() error { return b.Release(done, "n", o) },
+		"Inspect": func() error { _, err := b.Inspect(done, "n"); return err },
+		"Put":     func() error { return s.Put(done, "k", 1, nil) },
+		"Get":     func() error { _, err := s.Get(done, "k"); return err },
+		"Delete":  func() error { return s.Delete(done, "k", 1) },
+		"Advance": func() error { return s.Advance(done, "k", 1) },
+	}
+	for name, op := range ended {
+		require.ErrorIs(t, op(), context.Canceled, name)
+		n, sent := rt.take()
+		require.Zero(t, n, "%s with an ended context sent %v", name, sent)
+	}
+}

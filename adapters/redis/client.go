@@ -1,0 +1,57 @@
+package redis
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Client is the part of go-redis this package needs: running scripts
+// (EVALSHA, with EVAL as the fallback) and one HMGET for Store.Get.
+//
+// *goredis.Client, *goredis.ClusterClient, *goredis.Ring and
+// goredis.UniversalClient satisfy it, and so do the failover clients:
+// goredis.NewFailoverClient returns a *goredis.Client and
+// goredis.NewFailoverClusterClient a *goredis.ClusterClient.
+type Client interface {
+	goredis.Scripter
+	HMGet(ctx context.Context, key string, fields ...string) *goredis.SliceCmd
+}
+
+// Compile-time checks: every go-redis client kind is accepted.
+var (
+	_ Client = (*goredis.Client)(nil)
+	_ Client = (*goredis.ClusterClient)(nil)
+	_ Client = (*goredis.Ring)(nil)
+	_ Client = goredis.UniversalClient(nil)
+
+	// The failover constructors return the two types checked above.
+	_ func(*goredis.FailoverOptions) *goredis.Client        = goredis.NewFailoverClient
+	_ func(*goredis.FailoverOptions) *goredis.ClusterClient = goredis.NewFailoverClusterClient
+)
+
+// DefaultPrefix is the key prefix used when the options leave it empty.
+const DefaultPrefix = "fencekit"
+
+// keyEscaper makes a name safe inside a hash tag. Redis hashes the part
+// between the first '{' and the first '}' after it; a '}' at the start of a
+// name would make that part empty (so the whole key is hashed and a lock's two
+// keys could land in different slots), and braces in the prefix would move
+// the tag. Escaping '{', '}' and '%' keeps keys readable for ordinary names
+// and stays injective, so two names never share a key.
+var keyEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+
+func escapeKey(s string) string { return keyEscaper.Replace(s) }
+
+// millis converts d to whole milliseconds, rounding up: the server must never
+// keep a lease for less time than the caller asked for, since the caller's
+// local deadline is computed from the requested TTL.
+func millis(d time.Duration) int64 {
+	ms := d / time.Millisecond
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return int64(ms)
+}

@@ -1,0 +1,41 @@
+package redis_test
+
+import (
+	"testing"
+
+	fenceredis "github.com/fencekit/fencekit/adapters/redis"
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/fence/fencetest"
+	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/locktest"
+)
+
+// conformance runs both suites over client, each check under its own prefix.
+func conformance(t *testing.T, client fenceredis.Client) {
+	t.Run("Store", func(t *testing.T) {
+		fencetest.Run(t, func(t *testing.T) fence.Store {
+			return fenceredis.NewStore(client, &fenceredis.StoreOptions{Prefix: testkit.Namespace(t)})
+		})
+	})
+	t.Run("Backend", func(t *testing.T) {
+		locktest.Run(t, func(t *testing.T) lock.Backend {
+			return fenceredis.NewBackend(client, &fenceredis.BackendOptions{Prefix: testkit.Namespace(t)})
+		})
+	})
+}
+
+// TestConformanceShared runs the suites on the server from testkit: the one
+// named by FENCEKIT_REDIS_URL in CI.
+func TestConformanceShared(t *testing.T) {
+	t.Parallel()
+	conformance(t, testkit.Redis(t))
+}
+
+// TestConformanceThrowaway runs the suites on a throwaway redis-server.
+func TestConformanceThrowaway(t *testing.T) {
+	t.Parallel()
+	conformance(t, testkit.NewRedisServer(t).Client(t))
+}
+
+// The suites also run on a Redis Cluster: see TestCluster in cluster_test.go.

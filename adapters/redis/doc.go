@@ -1,0 +1,29 @@
+// Package redis is a fencekit lock Backend and fenced Store on Redis, over
+// go-redis v9. Examples import it as fenceredis, next to go-redis itself:
+//
+//	import (
+//		goredis "github.com/redis/go-redis/v9"
+//		fenceredis "github.com/fencekit/fencekit/adapters/redis"
+//	)
+//
+//	rdb := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
+//	locks := lock.New(fenceredis.NewBackend(rdb, nil), nil)
+//	store := fenceredis.NewStore(rdb, nil)
+//
+// Both types take any go-redis client that satisfies Client: a *Client
+// (also what NewFailoverClient returns), a *ClusterClient (also what
+// NewFailoverClusterClient returns), a *Ring or a UniversalClient.
+//
+// Every operation is one Lua script and one network round trip (Get is one
+// HMGET). A lock's keys share the hash tag {name} and a Store record is one
+// hash, so every script touches a single cluster slot and works on Redis
+// Cluster. Tokens are minted as max(counter+1, server TIME in microseconds),
+// which keeps them above every earlier token across a restart without
+// persistence, a failover, or the counter's idle expiry, as long as the
+// server clock does not step back. Tokens are compared exactly over the
+// whole range 1..fence.MaxToken: they never pass through a Lua double.
+//
+// docs/redis.md describes the key layout, each script, the durability
+// trade-offs and what the optional replication wait (WAIT) does and does not
+// give.
+package redis

@@ -1,0 +1,146 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fencekit/fencekit/fence"
+)
+
+var _ fence.Store = (*Store)(nil)
+
+// StoreOptions configures a Store. The zero value (or nil) means the
+// defaults.
+type StoreOptions struct {
+	// Prefix starts every key; DefaultPrefix when empty. The record of key
+	// k is the hash "<prefix>:{k}" (braces and '%' %-escaped), with the
+	// fields value and fence, and deleted on a tombstone.
+	Prefix string
+}
+
+// Store is a fence.Store on Redis: every key is one hash holding the value
+// and the fence, and every write is one script that compares the token with
+// the fence and writes in the same atomic step. It is safe for concurrent
+// use.
+//
+// Fences are stored as 19-digit zero-padded decimals and compared digit by
+// digit, so the comparison is exact over the whole range 1..fence.MaxToken.
+type Store struct {
+	client Client
+	prefix string
+}
+
+// NewStore returns a Store that keeps its records in client. opts may be nil.
+func NewStore(client Client, opts *StoreOptions) *Store {
+	prefix := DefaultPrefix
+	if opts != nil && opts.Prefix != "" {
+		prefix = opts.Prefix
+	}
+	return &Store{client: client, prefix: escapeKey(prefix)}
+}
+
+// Key is the Redis key of the hash that holds key's record.
+func (s *Store) Key(key string) string {
+	return s.prefix + ":{" + escapeKey(key) + "}"
+}
+
+// formatFence renders a token as the fixed-width string the scripts compare.
+func formatFence(t fence.Token) string { return fmt.Sprintf("%019d", int64(t)) }
+
+// parseFence reads a stored fence; leading zeros are allowed.
+func parseFence(s string) (fence.Token, error) {
+	t, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || t < 0 {
+		return 0, fmt.Errorf("fencekit/redis: malformed fence %q", s)
+	}
+	return fence.Token(t), nil
+}
+
+// Put writes value under key if token is at least the key's fence, and
+// raises the fence to token. Otherwise it returns a *fence.StaleError and
+// changes nothing. A nil value is stored as an empty one.
+func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []byte) error {
+	if value == nil {
+		value = []byte{}
+	}
+	return s.write(ctx, "put", putScript, key, token, value)
+}
+
+// Delete removes key's value if token is at least its fence, keeping the
+// fence as a tombstone so that an older token can never re-create the key.
+func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error {
+	return s.write(ctx, "delete", deleteScript, key, token)
+}
+
+// Advance raises key's fence to token if token is at least the fence,
+// without touching the value: every holder with an older token is refused
+// from now on.
+func (s *Store) Advance(ctx context.Context, key string, token fence.Token) error {
+	return s.write(ctx, "advance", advanceScript, key, token)
+}
+
+// write runs one of the fenced write scripts: one round trip, one key.
+func (s *Store) write(ctx context.Context, op string, script *goredis.Script, key string, token fence.Token, extra ...any) error {
+	if err := fence.ValidateWrite(key, token); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	args := append([]any{formatFence(token)}, extra...)
+	reply, err := script.Run(ctx, s.client, []string{s.Key(key)}, args...).Slice()
+	if err != nil {
+		return fmt.Errorf("fencekit/redis: %s %q: %w", op, key, err)
+	}
+	if len(reply) >= 1 {
+		switch reply[0] {
+		case "ok":
+			return nil
+		case "stale":
+			if len(reply) == 2 {
+				if cur, ok := reply[1].(string); ok {
+					f, err := parseFence(cur)
+					if err != nil {
+						return err
+					}
+					return fence.Stale(key, token, f)
+				}
+			}
+		}
+	}
+	return fmt.Errorf("fencekit/redis: %s %q: unexpected reply %v", op, key, reply)
+}
+
+// Get returns key's value and fence with one HMGET. When the key holds no
+// value (never written, deleted, or only advanced) the error matches
+// fence.ErrNotFound and the Record still carries the fence.
+func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
+	if err := fence.ValidateKey(key); err != nil {
+		return fence.Record{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return fence.Record{}, err
+	}
+	vals, err := s.client.HMGet(ctx, s.Key(key), "value", "fence").Result()
+	if err != nil {
+		return fence.Record{}, fmt.Errorf("fencekit/redis: get %q: %w", key, err)
+	}
+	if len(vals) != 2 {
+		return fence.Record{}, fmt.Errorf("fencekit/redis: get %q: unexpected reply %v", key, vals)
+	}
+	var rec fence.Record
+	if f, ok := vals[1].(string); ok {
+		if rec.Fence, err = parseFence(f); err != nil {
+			return fence.Record{}, err
+		}
+	}
+	v, ok := vals[0].(string)
+	if !ok {
+		return rec, fmt.Errorf("%w: %q", fence.ErrNotFound, key)
+	}
+	rec.Value = append([]byte{}, v...) // non-nil even when empty
+	return rec, nil
+}

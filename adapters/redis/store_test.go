@@ -1,0 +1,96 @@
+package redis_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	fenceredis "github.com/fencekit/fencekit/adapters/redis"
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/testkit"
+)
+
+// TestStoreExactTokens climbs through the tokens where a double or an
+// unpadded string comparison goes wrong; each step must refuse the previous
+// token with the exact fence.
+func TestStoreExactTokens(t *testing.T) {
+	t.Parallel()
+	c := testkit.Redis(t)
+	ctx := testCtx(t)
+	s := fenceredis.NewStore(c, &fenceredis.StoreOptions{Prefix: testkit.Namespace(t)})
+
+	ladders := [][]fence.Token{
+		{9, 10},
+		{1<<53 - 1, 1 << 53, 1<<53 + 1, 1<<63 - 2, 1<<63 - 1},
+	}
+	for i, ladder := range ladders {
+		key := "ladder" + string(rune('a'+i))
+		for j, tok := range ladder {
+			require.NoError(t, s.Put(ctx, key, tok, []byte(tok.String())), "Put %d", tok)
+			rec, err := s.Get(ctx, key)
+			require.NoError(t, err)
+			require.Equal(t, tok, rec.Fence)
+			require.Equal(t, tok.String(), string(rec.Value))
+			if j == 0 {
+				continue
+			}
+			prev := ladder[j-1]
+			for op, err := range map[string]error{
+				"Put":     s.Put(ctx, key, prev, []byte("late")),
+				"Advance": s.Advance(ctx, key, prev),
+				"Delete":  s.Delete(ctx, key, prev),
+			} {
+				var stale *fence.StaleError
+				require.ErrorAs(t, err, &stale, "%s with %d after %d", op, prev, tok)
+				require.Equal(t, fence.StaleError{Key: key, Token: prev, Fence: tok}, *stale)
+			}
+		}
+	}
+
+	// The fence is stored fixed-width, so that digit-by-digit comparison is
+	// numeric comparison.
+	f, err := c.HGet(ctx, s.Key("laddera"), "fence").Result()
+	require.NoError(t, err)
+	require.Equal(t, "0000000000000000010", f)
+	f, err = c.HGet(ctx, s.Key("ladderb"), "fence").Result()
+	require.NoError(t, err)
+	require.Equal(t, "9223372036854775807", f)
+}
+
+func TestStoreRecordLayout(t *testing.T) {
+	t.Parallel()
+	c := testkit.Redis(t)
+	ctx := testCtx(t)
+	ns := testkit.Namespace(t)
+	s := fenceredis.NewStore(c, &fenceredis.StoreOptions{Prefix: ns})
+	require.Equal(t, ns+":{k}", s.Key("k"))
+	require.Equal(t, ns+":{a%7Db}", s.Key("a}b"))
+
+	require.NoError(t, s.Put(ctx, "k", 5, nil))
+	h, err := c.HGetAll(ctx, s.Key("k")).Result()
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"value": "", "fence": "0000000000000000005"}, h)
+	rec, err := s.Get(ctx, "k")
+	require.NoError(t, err)
+	require.NotNil(t, rec.Value, "a nil value reads back as a non-nil empty slice")
+	require.Empty(t, rec.Value)
+
+	require.NoError(t, s.Delete(ctx, "k", 6))
+	h, err = c.HGetAll(ctx, s.Key("k")).Result()
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"fence": "0000000000000000006", "deleted": "1"}, h, "a tombstone keeps the fence")
+	rec, err = s.Get(ctx, "k")
+	require.ErrorIs(t, err, fence.ErrNotFound)
+	require.Equal(t, fence.Record{Fence: 6}, rec)
+
+	require.NoError(t, s.Put(ctx, "k", 6, []byte("back")))
+	h, err = c.HGetAll(ctx, s.Key("k")).Result()
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"value": "back", "fence": "0000000000000000006"}, h)
+
+	require.NoError(t, s.Advance(ctx, "only-advanced", 3))
+	rec, err = s.Get(ctx, "only-advanced")
+	require.True(t, errors.Is(err, fence.ErrNotFound))
+	require.Equal(t, fence.Token(3), rec.Fence)
+}

@@ -1,0 +1,111 @@
+package redis_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	fenceredis "github.com/fencekit/fencekit/adapters/redis"
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/testkit"
+)
+
+// TestWaitReplicas acquires with a replication wait on a primary with one
+// replica: it succeeds while the replica is up, and with the replica down it
+// fails and leaves no lock behind.
+func TestWaitReplicas(t *testing.T) {
+	t.Parallel()
+	primary, replica := testkit.NewRedisReplicated(t)
+	c, rt := counted(t, primary.Addr())
+	ctx := testCtx(t)
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond})
+
+	// Cache the script (EVALSHA, NOSCRIPT, then EVAL, each with WAIT).
+	warm := newOwner(t)
+	_, err := b.Acquire(ctx, "warm", warm, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, b.Release(ctx, "warm", warm))
+	_, _ = rt.take()
+
+	o := newOwner(t)
+	tok, err := b.Acquire(ctx, "job", o, time.Minute)
+	require.NoError(t, err)
+	n, sent := rt.take()
+	t.Logf("Acquire with WAIT: %d round trip(s): %v", n, sent)
+	require.Equal(t, 1, n, "script and WAIT share one pipeline")
+	// WAIT returned only after the replica had the lease.
+	onReplica, err := replica.Client(t).HGet(ctx, b.LeaseKey("job"), "token").Result()
+	require.NoError(t, err)
+	require.Equal(t, tok.String(), onReplica)
+	require.NoError(t, b.Release(ctx, "job", o))
+
+	replica.Stop()
+	start := time.Now()
+	_, err = b.Acquire(ctx, "job", newOwner(t), time.Minute)
+	took := time.Since(start)
+	require.ErrorIs(t, err, fenceredis.ErrReplication)
+	var re *fenceredis.ReplicationError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, 0, re.Got)
+	require.Equal(t, 1, re.Want)
+	require.NoError(t, re.ReleaseErr)
+	require.GreaterOrEqual(t, took, 300*time.Millisecond, "WAIT waited for its timeout")
+	t.Logf("with the replica down: %v after %v", err, took)
+	info, err := b.Inspect(ctx, "job")
+	require.NoError(t, err)
+	require.False(t, info.Held, "the unacknowledged lease was released: %+v", info)
+
+	// The replica comes back (empty, it resyncs): waiting works again and
+	// the token is still above the earlier ones.
+	replica.Start()
+	replica.WaitReplicating()
+	primary.WaitReplicas(1)
+	next, err := b.Acquire(ctx, "job", newOwner(t), time.Minute)
+	require.NoError(t, err)
+	require.Greater(t, next, tok)
+}
+
+// TestWaitNeedsOneConnection: a Ring cannot run WAIT on the connection that
+// ran the script, so Acquire refuses before sending anything.
+func TestWaitNeedsOneConnection(t *testing.T) {
+	t.Parallel()
+	srv := testkit.NewRedisServer(t)
+	ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": srv.Addr()}})
+	t.Cleanup(func() { _ = ring.Close() })
+	rt := &roundTrips{}
+	ring.AddHook(rt)
+	ctx := testCtx(t)
+
+	b := fenceredis.NewBackend(ring, &fenceredis.BackendOptions{WaitReplicas: 1})
+	_, err := b.Acquire(ctx, "job", newOwner(t), time.Minute)
+	require.ErrorIs(t, err, fenceredis.ErrWaitUnsupported)
+	n, sent := rt.take()
+	require.Zero(t, n, "sent %v", sent)
+
+	// Without the wait, a Ring works.
+	plain := fenceredis.NewBackend(ring, nil)
+	tok, err := plain.Acquire(ctx, "job", newOwner(t), time.Minute)
+	require.NoError(t, err)
+	require.True(t, tok.Valid())
+}
+
+// TestWaitTimeoutBelowReadTimeout: a WAIT longer than the client's read
+// timeout would break the connection mid-reply; it is refused up front.
+func TestWaitTimeoutBelowReadTimeout(t *testing.T) {
+	t.Parallel()
+	srv := testkit.NewRedisServer(t)
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), ReadTimeout: 500 * time.Millisecond})
+	t.Cleanup(func() { _ = c.Close() })
+	rt := &roundTrips{}
+	c.AddHook(rt)
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{WaitReplicas: 1, WaitTimeout: time.Second})
+	_, err := b.Acquire(testCtx(t), "job", newOwner(t), time.Minute)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "ReadTimeout")
+	require.False(t, errors.Is(err, fence.ErrInvalid))
+	n, _ := rt.take()
+	require.Zero(t, n)
+}
