@@ -131,4 +131,3 @@ func TestCluster(t *testing.T) {
 		require.NotZero(t, refused)
 	})
 }
-
