@@ -28,7 +28,7 @@ func TestTokenComesFromServerClock(t *testing.T) {
 	t.Parallel()
 	c := testkit.Redis(t)
 	ctx := testCtx(t)
-	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.Namespace(t)})
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c)})
 
 	before := serverMicros(t, c)
 	tok, err := b.Acquire(ctx, "job", newOwner(t), time.Minute)
@@ -43,7 +43,7 @@ func TestHeldErrorCarriesTTL(t *testing.T) {
 	t.Parallel()
 	c := testkit.Redis(t)
 	ctx := testCtx(t)
-	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.Namespace(t)})
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c)})
 
 	_, err := b.Acquire(ctx, "job", newOwner(t), 10*time.Second)
 	require.NoError(t, err)
@@ -60,7 +60,7 @@ func TestKeyLayout(t *testing.T) {
 	t.Parallel()
 	c := testkit.Redis(t)
 	ctx := testCtx(t)
-	ns := testkit.Namespace(t)
+	ns := testkit.RedisPrefix(t, c)
 	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: ns})
 
 	require.Equal(t, ns+":{job}:lease", b.LeaseKey("job"))
@@ -97,7 +97,7 @@ func TestCounterNeverExpiresWhenNegative(t *testing.T) {
 	t.Parallel()
 	c := testkit.Redis(t)
 	ctx := testCtx(t)
-	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.Namespace(t), CounterIdle: -1})
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c), CounterIdle: -1})
 	_, err := b.Acquire(ctx, "job", newOwner(t), time.Minute)
 	require.NoError(t, err)
 	pttl, err := c.PTTL(ctx, b.CounterKey("job")).Result()
@@ -111,7 +111,7 @@ func TestCounterExpiry(t *testing.T) {
 	t.Parallel()
 	c := testkit.Redis(t)
 	ctx := testCtx(t)
-	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.Namespace(t), CounterIdle: 50 * time.Millisecond})
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c), CounterIdle: 50 * time.Millisecond})
 
 	var last fence.Token
 	for i := 0; i < 3; i++ {
@@ -137,7 +137,7 @@ func TestTokenArithmeticIsExact(t *testing.T) {
 	t.Parallel()
 	c := testkit.Redis(t)
 	ctx := testCtx(t)
-	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.Namespace(t)})
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c)})
 
 	for _, start := range []int64{1<<53 - 1, 1 << 53, 1<<53 + 1, 1<<53 + 2, math.MaxInt64 - 1} {
 		require.NoError(t, c.Set(ctx, b.CounterKey("job"), strconv.FormatInt(start, 10), 0).Err())

@@ -24,7 +24,7 @@ func TestCluster(t *testing.T) {
 
 	t.Run("HashTags", func(t *testing.T) {
 		ctx := testCtx(t)
-		b := fenceredis.NewBackend(client, &fenceredis.BackendOptions{Prefix: "{x}" + testkit.Namespace(t)})
+		b := fenceredis.NewBackend(client, &fenceredis.BackendOptions{Prefix: "{x}" + testkit.RedisPrefix(t, client)})
 		s := fenceredis.NewStore(client, &fenceredis.StoreOptions{Prefix: "p}{"})
 		node := cluster.Nodes[0].Client(t)
 		for _, name := range []string{"job", "}", "}x", "{}", "{a}b", "a}b{c", "%7D", "замок"} {
@@ -44,7 +44,7 @@ func TestCluster(t *testing.T) {
 
 	t.Run("ManyNames", func(t *testing.T) {
 		ctx := testCtx(t)
-		ns := testkit.Namespace(t)
+		ns := testkit.RedisPrefix(t, client)
 		b := fenceredis.NewBackend(client, &fenceredis.BackendOptions{Prefix: ns})
 		s := fenceredis.NewStore(client, &fenceredis.StoreOptions{Prefix: ns})
 		masters := map[string]int{}
@@ -74,7 +74,7 @@ func TestCluster(t *testing.T) {
 
 	t.Run("NoScript", func(t *testing.T) {
 		ctx := testCtx(t)
-		ns := testkit.Namespace(t)
+		ns := testkit.RedisPrefix(t, client)
 		b := fenceredis.NewBackend(client, &fenceredis.BackendOptions{Prefix: ns})
 		s := fenceredis.NewStore(client, &fenceredis.StoreOptions{Prefix: ns})
 		for i := 0; i < 20; i++ {
@@ -97,7 +97,7 @@ func TestCluster(t *testing.T) {
 	t.Run("Wait", func(t *testing.T) {
 		ctx := testCtx(t)
 		b := fenceredis.NewBackend(client, &fenceredis.BackendOptions{
-			Prefix:       testkit.Namespace(t),
+			Prefix:       testkit.RedisPrefix(t, client),
 			WaitReplicas: 1,
 			WaitTimeout:  20 * time.Millisecond,
 		})

@@ -3,6 +3,8 @@ package redis_test
 import (
 	"testing"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/fence/fencetest"
@@ -12,15 +14,15 @@ import (
 )
 
 // conformance runs both suites over client, each check under its own prefix.
-func conformance(t *testing.T, client fenceredis.Client) {
+func conformance(t *testing.T, client goredis.UniversalClient) {
 	t.Run("Store", func(t *testing.T) {
 		fencetest.Run(t, func(t *testing.T) fence.Store {
-			return fenceredis.NewStore(client, &fenceredis.StoreOptions{Prefix: testkit.Namespace(t)})
+			return fenceredis.NewStore(client, &fenceredis.StoreOptions{Prefix: testkit.RedisPrefix(t, client)})
 		})
 	})
 	t.Run("Backend", func(t *testing.T) {
 		locktest.Run(t, func(t *testing.T) lock.Backend {
-			return fenceredis.NewBackend(client, &fenceredis.BackendOptions{Prefix: testkit.Namespace(t)})
+			return fenceredis.NewBackend(client, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, client)})
 		})
 	})
 }

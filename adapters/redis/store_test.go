@@ -18,7 +18,7 @@ func TestStoreExactTokens(t *testing.T) {
 	t.Parallel()
 	c := testkit.Redis(t)
 	ctx := testCtx(t)
-	s := fenceredis.NewStore(c, &fenceredis.StoreOptions{Prefix: testkit.Namespace(t)})
+	s := fenceredis.NewStore(c, &fenceredis.StoreOptions{Prefix: testkit.RedisPrefix(t, c)})
 
 	ladders := [][]fence.Token{
 		{9, 10},
@@ -62,7 +62,7 @@ func TestStoreRecordLayout(t *testing.T) {
 	t.Parallel()
 	c := testkit.Redis(t)
 	ctx := testCtx(t)
-	ns := testkit.Namespace(t)
+	ns := testkit.RedisPrefix(t, c)
 	s := fenceredis.NewStore(c, &fenceredis.StoreOptions{Prefix: ns})
 	require.Equal(t, ns+":{k}", s.Key("k"))
 	require.Equal(t, ns+":{a%7Db}", s.Key("a}b"))

@@ -167,3 +167,42 @@ func redisServerBinary() string {
 	}
 	return ""
 }
+
+// RedisPrefix returns a fresh Namespace for keys on c and deletes every key
+// under it when t ends, so that tests on a shared server leave nothing
+// behind. c may be a *redis.Client or a *redis.ClusterClient (every master
+// is scanned).
+func RedisPrefix(t testing.TB, c redis.UniversalClient) string {
+	t.Helper()
+	ns := Namespace(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := redisDeletePrefix(ctx, c, ns); err != nil {
+			t.Logf("testkit: delete Redis keys under %s: %v", ns, err)
+		}
+	})
+	return ns
+}
+
+// redisDeletePrefix unlinks every key that starts with prefix, which must
+// hold no glob characters.
+func redisDeletePrefix(ctx context.Context, c redis.UniversalClient, prefix string) error {
+	del := func(ctx context.Context, node *redis.Client) error {
+		iter := node.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			if err := node.Unlink(ctx, iter.Val()).Err(); err != nil {
+				return err
+			}
+		}
+		return iter.Err()
+	}
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, del)
+	case *redis.Client:
+		return del(ctx, c)
+	default:
+		return fmt.Errorf("cannot scan a %T", c)
+	}
+}

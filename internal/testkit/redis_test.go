@@ -172,3 +172,21 @@ func TestRedisReplicated(t *testing.T) {
 		t.Fatalf("write to the promoted replica: %v", err)
 	}
 }
+
+func TestRedisPrefixCleansUp(t *testing.T) {
+	c := Redis(t)
+	ctx := redisCtx(t)
+	var ns string
+	t.Run("writer", func(t *testing.T) {
+		ns = RedisPrefix(t, c)
+		for i := 0; i < 10; i++ {
+			if err := c.Set(ctx, fmt.Sprintf("%s:{k%d}", ns, i), i, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	keys, err := c.Keys(ctx, ns+"*").Result()
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("after the subtest, keys under %s: %v, %v", ns, keys, err)
+	}
+}
