@@ -63,6 +63,8 @@ type Env struct {
 	// Value is the payload of every write.
 	Value []byte
 
+	accountUpdate string // the UPDATE of the pg-tx group
+
 	logf    func(string, ...any)
 	servers []*servers.Server
 	closers []func()

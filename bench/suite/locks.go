@@ -107,6 +107,9 @@ func ReportContention(b *testing.B, st WorkerStats, attempts int) {
 	b.ReportMetric(s.Min, "worker-min-acq/s")
 	b.ReportMetric(s.Max, "worker-max-acq/s")
 	b.ReportMetric(s.StdDev, "worker-sd-acq/s")
+	if s.Mean > 0 {
+		b.ReportMetric(100*s.StdDev/s.Mean, "worker-cv-%")
+	}
 }
 
 // SpreadStats summarises per-worker numbers.

@@ -15,7 +15,7 @@ import (
 
 func init() {
 	addGroup(Group{ID: "memory", Title: "adapters/memory, 1 goroutine",
-		Kind: Latency, Needs: NeedNothing,
+		Kind: Latency, Needs: NeedNothing, NoPlot: true,
 		Note: "The baseline copies the value into a map under a mutex: the floor for an in-process fenced write."})
 	addCase(Case{Group: "memory", Name: "plain map+mutex write", Baseline: true, Run: benchMapWrite})
 	addCase(Case{Group: "memory", Name: "Store.Put", Order: 1, Run: benchMemoryPut})

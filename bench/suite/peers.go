@@ -6,7 +6,9 @@ import (
 
 	"github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // The peer libraries, used the way their READMEs show: redislock's
@@ -62,6 +64,6 @@ func (w redsyncWorker) cycle(ctx context.Context, key string) (bool, error) {
 func (e *Env) redislock() *redislock.Client { return redislock.New(e.Redis) }
 
 // redsync returns a Redsync with one pool: the single node.
-func (e *Env) redsync() *redsync.Redsync {
-	return redsync.New(redsyncgoredis.NewPool(e.Redis))
-}
+func (e *Env) redsync() *redsync.Redsync { return redsync.New(redsyncPool(e.Redis)) }
+
+func redsyncPool(c *goredis.Client) redsyncredis.Pool { return redsyncgoredis.NewPool(c) }

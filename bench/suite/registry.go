@@ -28,7 +28,10 @@ type Group struct {
 	Kind  Kind
 	Needs Need
 	Note  string // one line under the table
-	order int
+	// NoPlot leaves the group out of the plot: its ratios are against an
+	// in-process floor and would dwarf the networked ones.
+	NoPlot bool
+	order  int
 }
 
 // Need says which servers a group runs against.

@@ -1,0 +1,46 @@
+package suite
+
+import (
+	"math"
+	"testing"
+)
+
+// Every case belongs to a declared group, IDs are unique, and every group
+// has exactly one baseline to compare with.
+func TestRegistry(t *testing.T) {
+	seen := map[string]bool{}
+	baselines := map[string]int{}
+	for _, c := range Cases() {
+		if _, ok := GroupByID(c.Group); !ok {
+			t.Errorf("case %s: undeclared group", c.ID())
+		}
+		if seen[c.ID()] {
+			t.Errorf("duplicate case %s", c.ID())
+		}
+		seen[c.ID()] = true
+		if c.Baseline {
+			baselines[c.Group]++
+		}
+	}
+	for _, g := range Groups() {
+		if baselines[g.ID] != 1 {
+			t.Errorf("group %s has %d baselines, want 1", g.ID, baselines[g.ID])
+		}
+	}
+	cs := Cases()
+	for i := 1; i < len(cs); i++ {
+		if cs[i].Group == cs[i-1].Group && cs[i].Baseline {
+			t.Errorf("baseline %s is not first in its group", cs[i].ID())
+		}
+	}
+}
+
+func TestSpread(t *testing.T) {
+	s := Spread([]float64{2, 4, 4, 4, 5, 5, 7, 9})
+	if s.Min != 2 || s.Max != 9 || s.Mean != 5 || math.Abs(s.StdDev-2) > 1e-12 {
+		t.Errorf("Spread = %+v, want min 2, max 9, mean 5, stddev 2", s)
+	}
+	if (Spread(nil) != SpreadStats{}) {
+		t.Errorf("Spread(nil) = %+v", Spread(nil))
+	}
+}
