@@ -36,7 +36,12 @@ type Lease struct {
 func newLease(c *Client, name, owner string, token fence.Token, ttl time.Duration, deadline time.Time) *Lease {
 	l := &Lease{client: c, name: name, owner: owner, token: token, ttl: ttl, deadline: deadline}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	// The callback takes l.mu before it touches l.timer, and it may run
+	// before AfterFunc returns (a deadline that is about to pass): set the
+	// field under the same lock so that it always sees it.
+	l.mu.Lock()
 	l.timer = time.AfterFunc(time.Until(deadline), l.checkDeadline)
+	l.mu.Unlock()
 	return l
 }
 
