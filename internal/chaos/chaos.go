@@ -1,0 +1,491 @@
+// Package chaos runs workers that increment shared counters under a lock
+// while faults hit them, records every operation, and checks the history:
+// no stale write may land, no increment may be lost, and the fencing tokens
+// of every lock must only go up.
+//
+// Each worker loops: pick a key, acquire the key's lock (lock.Client.Acquire,
+// no keep-alive), then read-modify-write the key through the lease's fenced
+// writer: Advance, Get, Put of the value plus one. Random pauses longer than
+// the TTL stop a worker in the middle, as a garbage collector or a frozen VM
+// would, so its lease expires and another worker takes the lock; the paused
+// worker then carries on and writes as if nothing happened. Network faults
+// (delays, cut connections, lost replies) come from a Network, usually a
+// fault-injecting proxy between the workers and the server.
+//
+// The history is checked three ways: porcupine against a fenced-register
+// model per key and a token-monotonicity model per lock, and direct counts
+// (stale writes accepted, lost increments). With Config.Unfenced the workers
+// do the same work with the lock alone and plain writes; the checker must
+// then report lost increments, which shows that it can fail.
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock"
+)
+
+// Network injects faults between the workers and the server. *Proxy from
+// internal/testkit provides one through ProxyNetwork.
+type Network interface {
+	// Delay adds d of latency to every request and reply; 0 removes it.
+	Delay(d time.Duration)
+	// Cut cuts every open connection.
+	Cut()
+	// DropReply discards the reply to the next request the server
+	// executes, and cuts that connection.
+	DropReply()
+	// Heal removes every fault.
+	Heal()
+}
+
+// Config describes a run. Backend and Store are required; the rest has
+// defaults.
+type Config struct {
+	Backend lock.Backend
+	Store   fence.Store
+	// Name labels the report (the backend's name).
+	Name string
+
+	Workers  int           // default 4
+	Keys     int           // shared keys, each with its own lock; default 3
+	Duration time.Duration // how long workers start new cycles; default 3s
+	TTL      time.Duration // lease TTL; default 100ms
+	Seed     uint64        // 0: random
+
+	// Unfenced makes the workers write without fencing: no Advance, and
+	// every Put carries the same token, so the store accepts it whatever
+	// lease it comes from. The lock alone then has to keep increments
+	// apart, and cannot.
+	Unfenced bool
+
+	// PauseChance is the probability that a cycle pauses its worker for
+	// 1.2 to 2.5 TTLs at a random step; default 0.15, negative for none.
+	PauseChance float64
+	// Work is the longest time a worker spends between its read and its
+	// write; default TTL/10.
+	Work time.Duration
+
+	// Network, when set, gets random faults during the run: on average one
+	// every FaultEvery (default 500ms). Delays last 2 to 6 TTLs and add up
+	// to MaxDelay (default 2 TTLs).
+	Network    Network
+	FaultEvery time.Duration
+	MaxDelay   time.Duration
+
+	// OpTimeout bounds each store or lock call; default 10 TTLs, at least
+	// one second.
+	OpTimeout time.Duration
+	// CheckTimeout bounds each porcupine check of one segment; default 30s.
+	CheckTimeout time.Duration
+	// Prefix starts every lock name and key; default a random one.
+	Prefix string
+}
+
+func (c *Config) setDefaults() error {
+	if c.Backend == nil || c.Store == nil {
+		return fence.Invalid("chaos: Config needs a Backend and a Store")
+	}
+	if c.Workers <= 0 {
+		c.Workers = 4
+	}
+	if c.Keys <= 0 {
+		c.Keys = 3
+	}
+	if c.Duration <= 0 {
+		c.Duration = 3 * time.Second
+	}
+	if c.TTL <= 0 {
+		c.TTL = 100 * time.Millisecond
+	}
+	if c.TTL < 10*time.Millisecond {
+		return fence.Invalid("chaos: TTL %v is below 10ms", c.TTL)
+	}
+	if c.Seed == 0 {
+		c.Seed = mrand.Uint64()
+	}
+	if c.PauseChance == 0 {
+		c.PauseChance = 0.15
+	}
+	if c.Work <= 0 {
+		c.Work = c.TTL / 10
+	}
+	if c.FaultEvery <= 0 {
+		c.FaultEvery = 500 * time.Millisecond
+	}
+	if c.MaxDelay <= 0 {
+		c.MaxDelay = 2 * c.TTL
+	}
+	if c.OpTimeout <= 0 {
+		c.OpTimeout = max(10*c.TTL, time.Second)
+	}
+	if c.CheckTimeout <= 0 {
+		c.CheckTimeout = 30 * time.Second
+	}
+	if c.Prefix == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		c.Prefix = "chaos:" + hex.EncodeToString(b[:]) + ":"
+	}
+	return nil
+}
+
+// ambiguity is how long after its caller gave up an operation may still take
+// effect: a request the proxy delayed reaches the server at most MaxDelay
+// after it was read. The margin covers scheduling and the server's own time.
+func (c *Config) ambiguity() time.Duration {
+	if c.Network == nil {
+		return time.Second
+	}
+	return c.MaxDelay + time.Second
+}
+
+func (c *Config) lockName(k int) string { return fmt.Sprintf("%slock-%d", c.Prefix, k) }
+func (c *Config) key(k int) string      { return fmt.Sprintf("%skey-%d", c.Prefix, k) }
+
+// unfencedToken is the token every unfenced Put carries: the same for all,
+// so the store never refuses one.
+const unfencedToken fence.Token = 1
+
+// maxRetries bounds how often a worker repeats a write whose outcome it did
+// not learn.
+const maxRetries = 3
+
+// Run runs the workers for cfg.Duration, waits for the last cycles to end,
+// reads the final counters and checks the history. It returns an error only
+// when the run itself could not be carried out (bad configuration, final
+// counters unreadable); violations are in the Report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	r := &runner{cfg: cfg, start: time.Now(), inside: make([]int, cfg.Keys)}
+	r.client = lock.New(cfg.Backend, &lock.Options{
+		MinBackoff: time.Millisecond,
+		MaxBackoff: max(cfg.TTL/4, 2*time.Millisecond),
+	})
+
+	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	var faults sync.WaitGroup
+	if cfg.Network != nil {
+		faults.Add(1)
+		go func() { defer faults.Done(); r.injectFaults(runCtx) }()
+	}
+	workers := make([]*worker, cfg.Workers)
+	var wg sync.WaitGroup
+	for i := range workers {
+		w := &worker{r: r, id: i, rng: mrand.New(mrand.NewPCG(cfg.Seed, uint64(i)))}
+		workers[i] = w
+		wg.Add(1)
+		go func() { defer wg.Done(); w.loop(runCtx) }()
+	}
+	wg.Wait()
+	cancel()
+	faults.Wait()
+	if cfg.Network != nil {
+		cfg.Network.Heal()
+	}
+	elapsed := time.Since(r.start)
+
+	var hist []Op
+	for _, w := range workers {
+		hist = append(hist, w.ops...)
+	}
+	final, err := r.readFinal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	hist = append(hist, final...)
+	rep := r.check(hist, final)
+	rep.Elapsed = elapsed
+	return rep, nil
+}
+
+// runner is the state workers share.
+type runner struct {
+	cfg    Config
+	client *lock.Client
+	start  time.Time
+
+	mu              sync.Mutex
+	inside          []int // per key: workers that believe they hold its lock
+	overlaps        int
+	pauses          int
+	acquireFailures int
+	delays          int
+	cuts            int
+	drops           int
+	nextID          int64
+}
+
+func (r *runner) now() int64 { return int64(time.Since(r.start)) }
+
+func (r *runner) newID() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nextID++
+	return r.nextID
+}
+
+// enter records that a worker believes it holds key k's lock, counting an
+// overlap when another worker believes so too.
+func (r *runner) enter(k int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inside[k] > 0 {
+		r.overlaps++
+	}
+	r.inside[k]++
+}
+
+func (r *runner) leave(k int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inside[k]--
+}
+
+func (r *runner) count(n *int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	*n++
+}
+
+// injectFaults hits the network at random until ctx ends.
+func (r *runner) injectFaults(ctx context.Context) {
+	rng := mrand.New(mrand.NewPCG(r.cfg.Seed, 1<<32))
+	net := r.cfg.Network
+	for {
+		wait := time.Duration(rng.ExpFloat64() * float64(r.cfg.FaultEvery))
+		if !sleep(ctx, wait) {
+			return
+		}
+		switch p := rng.Float64(); {
+		case p < 0.4:
+			d := time.Duration(float64(r.cfg.MaxDelay) * (0.25 + 0.75*rng.Float64()))
+			r.count(&r.delays)
+			net.Delay(d)
+			ok := sleep(ctx, time.Duration(float64(r.cfg.TTL)*(2+4*rng.Float64())))
+			net.Delay(0)
+			if !ok {
+				return
+			}
+		case p < 0.7:
+			r.count(&r.cuts)
+			net.Cut()
+		default:
+			r.count(&r.drops)
+			net.DropReply()
+		}
+	}
+}
+
+// sleep waits for d or until ctx ends, and reports whether d passed. The
+// waits it makes are the faults themselves (how long a delay lasts, how long
+// a worker is frozen), never a way to order events.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// readFinal reads every key once the workers are done and the network is
+// healed, retrying a failed read a few times.
+func (r *runner) readFinal(ctx context.Context) ([]Op, error) {
+	var ops []Op
+	for k := 0; k < r.cfg.Keys; k++ {
+		var lastErr error
+		done := false
+		for attempt := 0; attempt < 10 && !done; attempt++ {
+			call := r.now()
+			octx, cancel := context.WithTimeout(ctx, r.cfg.OpTimeout)
+			rec, err := r.cfg.Store.Get(octx, r.cfg.key(k))
+			cancel()
+			ret := r.now()
+			o, ok, err := getOp(rec, err)
+			if ok {
+				o.Worker, o.Key, o.Call, o.Return = r.cfg.Workers, k, call, ret
+				o.FenceOK = o.FenceOK && !r.cfg.Unfenced
+				ops = append(ops, o)
+				done = true
+			}
+			lastErr = err
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		if !done {
+			return nil, fmt.Errorf("chaos: read final value of %s: %w", r.cfg.key(k), lastErr)
+		}
+	}
+	return ops, nil
+}
+
+// getOp turns a Get's result into an operation (without times), or reports
+// that the read failed. A key that was never written reads as 0.
+func getOp(rec fence.Record, err error) (Op, bool, error) {
+	o := Op{Kind: Get, Outcome: OK, Fence: int64(rec.Fence), FenceOK: true}
+	switch {
+	case errors.Is(err, fence.ErrNotFound):
+		return o, true, nil
+	case err != nil:
+		return Op{}, false, err
+	}
+	n, id, err := decodeValue(rec.Value)
+	if err != nil {
+		return Op{}, false, err
+	}
+	o.Value, o.ID = n, id
+	return o, true, nil
+}
+
+// worker is one of the goroutines doing read-modify-writes.
+type worker struct {
+	r   *runner
+	id  int
+	rng *mrand.Rand
+	ops []Op
+}
+
+func (w *worker) loop(ctx context.Context) {
+	for ctx.Err() == nil {
+		w.cycle(ctx, w.rng.IntN(w.r.cfg.Keys))
+	}
+}
+
+// cycle acquires key k's lock and increments the key once.
+func (w *worker) cycle(ctx context.Context, k int) {
+	cfg := &w.r.cfg
+	call := w.r.now()
+	lease, err := w.r.client.Acquire(ctx, cfg.lockName(k), cfg.TTL)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.r.count(&w.r.acquireFailures)
+		}
+		return
+	}
+	w.record(Op{Kind: Acquire, Key: k, Token: int64(lease.Token()), Outcome: OK, Call: call, Return: w.r.now()})
+	w.r.enter(k)
+	defer w.r.leave(k)
+	defer func() {
+		// Best effort: after a pause the lease is long gone (ErrNotHeld).
+		rctx, cancel := context.WithTimeout(context.Background(), cfg.OpTimeout)
+		_ = lease.Release(rctx)
+		cancel()
+	}()
+
+	pauseAt := -1
+	if cfg.PauseChance > 0 && w.rng.Float64() < cfg.PauseChance {
+		pauseAt = w.rng.IntN(3)
+	}
+	token := int64(lease.Token())
+	key := cfg.key(k)
+	store := lease.Fenced(cfg.Store)
+
+	w.maybePause(pauseAt, 0)
+	if !cfg.Unfenced {
+		if w.write(Advance, k, token, 0, 0, func(c context.Context) error { return store.Advance(c, key) }) != OK {
+			return
+		}
+	}
+	w.maybePause(pauseAt, 1)
+
+	call = w.r.now()
+	octx, cancel := context.WithTimeout(context.Background(), cfg.OpTimeout)
+	rec, err := store.Get(octx, key)
+	cancel()
+	get, ok, _ := getOp(rec, err)
+	if !ok {
+		return // nothing to increment; a failed read changed nothing
+	}
+	get.Key, get.Call, get.Return = k, call, w.r.now()
+	get.FenceOK = get.FenceOK && !cfg.Unfenced
+	w.record(get)
+
+	w.maybePause(pauseAt, 2)
+	if cfg.Work > 0 {
+		time.Sleep(time.Duration(w.rng.Int64N(int64(cfg.Work))))
+	}
+
+	next, id := get.Value+1, w.r.newID()
+	value := encodeValue(next, id)
+	put := func(c context.Context) error { return store.Put(c, key, value) }
+	if cfg.Unfenced {
+		put = func(c context.Context) error { return cfg.Store.Put(c, key, unfencedToken, value) }
+	}
+	w.write(Put, k, token, next, id, put)
+}
+
+// write runs a Put or an Advance, repeating it (same token, same value)
+// while its outcome is unknown, and records every attempt. It returns the
+// last outcome.
+func (w *worker) write(kind Kind, k int, token, value, id int64, do func(context.Context) error) Outcome {
+	cfg := &w.r.cfg
+	var out Outcome
+	for attempt := 0; attempt <= maxRetries; attempt++ {
+		call := w.r.now()
+		octx, cancel := context.WithTimeout(context.Background(), cfg.OpTimeout)
+		err := do(octx)
+		cancel()
+		ret := w.r.now()
+		switch {
+		case err == nil:
+			out = OK
+		case errors.Is(err, fence.ErrStale):
+			out = Stale
+		default:
+			out = Unknown
+			ret += int64(cfg.ambiguity())
+		}
+		w.record(Op{Kind: kind, Key: k, Token: token, Value: value, ID: id, Outcome: out, Call: call, Return: ret})
+		if out != Unknown {
+			return out
+		}
+	}
+	return out
+}
+
+// maybePause freezes the worker at step `at` for 1.2 to 2.5 TTLs, so that its
+// lease expires under it.
+func (w *worker) maybePause(at, step int) {
+	if at != step {
+		return
+	}
+	w.r.count(&w.r.pauses)
+	d := time.Duration(float64(w.r.cfg.TTL) * (1.2 + 1.3*w.rng.Float64()))
+	time.Sleep(d)
+}
+
+func (w *worker) record(o Op) {
+	o.Worker = w.id
+	w.ops = append(w.ops, o)
+}
+
+// byKind splits a history by key (or lock) for the operations of the given
+// kinds, each part sorted by call time.
+func byKind(hist []Op, keys int, kinds ...Kind) [][]Op {
+	parts := make([][]Op, keys)
+	for _, o := range hist {
+		if slices.Contains(kinds, o.Kind) {
+			parts[o.Key] = append(parts[o.Key], o)
+		}
+	}
+	for _, p := range parts {
+		slices.SortStableFunc(p, func(a, b Op) int { return cmp64(a.Call, b.Call) })
+	}
+	return parts
+}

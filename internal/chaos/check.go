@@ -1,0 +1,329 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Verdict is the result of one linearizability check.
+type Verdict struct {
+	Result   porcupine.CheckResult // porcupine.Ok, Illegal or Unknown (timed out)
+	Ops      int                   // operations checked
+	Segments int                   // independent pieces the history was cut into
+	// Failure describes the first segment that is not linearizable: its
+	// operations, in call order (at most a few dozen).
+	Failure string
+}
+
+func (v Verdict) String() string {
+	switch v.Result {
+	case porcupine.Ok:
+		return "linearizable"
+	case porcupine.Illegal:
+		return "NOT LINEARIZABLE"
+	}
+	return "undecided (checker timed out)"
+}
+
+// regState is the fenced register of one key: its counter and its fence.
+type regState struct {
+	Value int64
+	Fence int64
+}
+
+// regIn is an operation on the fenced register.
+type regIn struct {
+	Kind  Kind
+	Token int64
+	Value int64
+}
+
+// regOut is what the operation returned.
+type regOut struct {
+	Outcome Outcome
+	Value   int64
+	Fence   int64
+	FenceOK bool
+}
+
+// registerModel is the fenced register: Put and Advance are accepted iff
+// their token is at least the fence, which then becomes the token; a refused
+// write changes nothing; a Get returns the value and the fence. A write with
+// an unknown outcome may or may not have happened. init is the state the
+// history starts from.
+func registerModel(init regState) porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Init: func() []any { return []any{init} },
+		Step: func(state, input, output any) []any {
+			s, in, out := state.(regState), input.(regIn), output.(regOut)
+			switch in.Kind {
+			case Get:
+				if out.Value != s.Value || (out.FenceOK && out.Fence != s.Fence) {
+					return nil
+				}
+				return []any{s}
+			case Put, Advance:
+				next := regState{Value: s.Value, Fence: in.Token}
+				if in.Kind == Put {
+					next.Value = in.Value
+				}
+				allowed := in.Token >= s.Fence
+				switch out.Outcome {
+				case OK:
+					if allowed {
+						return []any{next}
+					}
+				case Stale:
+					if !allowed {
+						return []any{s}
+					}
+				case Unknown:
+					if allowed {
+						return []any{s, next}
+					}
+					return []any{s}
+				}
+			}
+			return nil
+		},
+		Hash: func(state any) uint64 {
+			s := state.(regState)
+			return uint64(s.Value)*0x9e3779b97f4a7c15 ^ uint64(s.Fence)
+		},
+		DescribeOperation: func(input, output any) string {
+			in, out := input.(regIn), output.(regOut)
+			if in.Kind == Get {
+				return fmt.Sprintf("get -> %d (fence %d)", out.Value, out.Fence)
+			}
+			return fmt.Sprintf("%s(token %d, %d) -> %s", in.Kind, in.Token, in.Value, out.Outcome)
+		},
+		DescribeState: func(state any) string {
+			s := state.(regState)
+			return fmt.Sprintf("value %d, fence %d", s.Value, s.Fence)
+		},
+	}
+	return nm.ToModel()
+}
+
+// tokenModel is token monotonicity for one lock name: every token the lock
+// hands out is greater than every token handed out before it (in real
+// time). The state is the last token.
+func tokenModel(init int64) porcupine.Model {
+	return porcupine.Model{
+		Init: func() any { return init },
+		Step: func(state, input, _ any) (bool, any) {
+			last, t := state.(int64), input.(int64)
+			return t > last, t
+		},
+		DescribeOperation: func(input, _ any) string { return fmt.Sprintf("acquire -> token %d", input.(int64)) },
+		DescribeState:     func(state any) string { return fmt.Sprintf("last token %d", state.(int64)) },
+	}
+}
+
+// segment is a piece of one key's (or lock's) history that can be checked on
+// its own: every operation before it returned before its first call, and
+// the state it starts from is known exactly.
+type segment[S any] struct {
+	ops  []Op
+	init S
+}
+
+// minSegment is the shortest segment worth cutting off: porcupine's memory
+// grows with the square of a segment's length, and each check has a fixed
+// cost.
+const minSegment = 200
+
+// split cuts ops (of one key or lock) into segments. It cuts after an
+// operation that overlaps no other and whose result fixes the state
+// exactly (after reports it): no operation can then be ordered on the other
+// side of it, so the rest of the history starts from that state. ops must be
+// sorted by Call.
+func split[S any](ops []Op, init S, after func(Op) (S, bool)) []segment[S] {
+	var segs []segment[S]
+	start := 0
+	state := init
+	prevMax := int64(-1 << 63) // the latest Return before op i
+	for i, o := range ops {
+		last := i == len(ops)-1
+		if !last && i+1-start >= minSegment && prevMax < o.Call && o.Return < ops[i+1].Call {
+			if s, ok := after(o); ok {
+				segs = append(segs, segment[S]{ops: ops[start : i+1], init: state})
+				start, state = i+1, s
+			}
+		}
+		prevMax = max(prevMax, o.Return)
+	}
+	if start < len(ops) {
+		segs = append(segs, segment[S]{ops: ops[start:], init: state})
+	}
+	return segs
+}
+
+// registerAfter is the register's state after o, when o fixes it: a Get that
+// saw the fence, or an accepted Put.
+func registerAfter(o Op) (regState, bool) {
+	switch {
+	case o.Kind == Get && o.FenceOK:
+		return regState{Value: o.Value, Fence: o.Fence}, true
+	case o.Kind == Put && o.Outcome == OK:
+		return regState{Value: o.Value, Fence: o.Token}, true
+	}
+	return regState{}, false
+}
+
+// checkSegments runs porcupine on every segment of every group, each with
+// its own time limit, and sums up.
+func checkSegments[S any](groups [][]segment[S], model func(S) porcupine.Model, toOp func(Op) porcupine.Operation, limit time.Duration) Verdict {
+	v := Verdict{Result: porcupine.Ok}
+	for _, segs := range groups {
+		for _, seg := range segs {
+			v.Segments++
+			v.Ops += len(seg.ops)
+			hist := make([]porcupine.Operation, len(seg.ops))
+			for i, o := range seg.ops {
+				hist[i] = toOp(o)
+			}
+			switch porcupine.CheckOperationsTimeout(model(seg.init), hist, limit) {
+			case porcupine.Illegal:
+				if v.Result != porcupine.Illegal {
+					v.Result = porcupine.Illegal
+					v.Failure = describeFailure(model(seg.init), hist, seg.ops, limit)
+				}
+			case porcupine.Unknown:
+				if v.Result == porcupine.Ok {
+					v.Result = porcupine.Unknown
+				}
+			}
+		}
+	}
+	return v
+}
+
+// describeFailure shows the operations around the point where the longest
+// linearization porcupine found gets stuck: the first operation, in call
+// order, that it could not place.
+func describeFailure(model porcupine.Model, hist []porcupine.Operation, ops []Op, limit time.Duration) string {
+	_, info := porcupine.CheckOperationsVerbose(model, hist, limit)
+	placed := map[int]bool{}
+	longest := 0
+	for _, part := range info.PartialLinearizations() {
+		for _, lin := range part {
+			if len(lin) > longest {
+				longest = len(lin)
+				placed = map[int]bool{}
+				for _, id := range lin {
+					placed[id] = true
+				}
+			}
+		}
+	}
+	stuck := 0
+	for i := range ops {
+		if !placed[i] {
+			stuck = i
+			break
+		}
+	}
+	from, to := max(stuck-12, 0), min(stuck+8, len(ops))
+	s := fmt.Sprintf("  (operations %d to %d of %d; the checker could not place the one marked >)\n", from, to-1, len(ops))
+	for i := from; i < to; i++ {
+		mark := "  "
+		if i == stuck {
+			mark = "> "
+		}
+		s += "  " + mark + ops[i].String() + "\n"
+	}
+	return s
+}
+
+// checkRegister checks every key's reads and writes against the fenced
+// register.
+func checkRegister(byKey [][]Op, limit time.Duration) Verdict {
+	groups := make([][]segment[regState], 0, len(byKey))
+	for _, ops := range byKey {
+		groups = append(groups, split(ops, regState{}, registerAfter))
+	}
+	toOp := func(o Op) porcupine.Operation {
+		return porcupine.Operation{
+			ClientId: o.Worker,
+			Input:    regIn{Kind: o.Kind, Token: o.Token, Value: o.Value},
+			Output:   regOut{Outcome: o.Outcome, Value: o.Value, Fence: o.Fence, FenceOK: o.FenceOK},
+			Call:     o.Call,
+			Return:   o.Return,
+		}
+	}
+	return checkSegments(groups, registerModel, toOp, limit)
+}
+
+// checkTokens checks every lock's acquisitions against token monotonicity.
+func checkTokens(byLock [][]Op, limit time.Duration) Verdict {
+	groups := make([][]segment[int64], 0, len(byLock))
+	for _, ops := range byLock {
+		groups = append(groups, split(ops, int64(0), func(o Op) (int64, bool) { return o.Token, true }))
+	}
+	toOp := func(o Op) porcupine.Operation {
+		return porcupine.Operation{ClientId: o.Worker, Input: o.Token, Call: o.Call, Return: o.Return}
+	}
+	return checkSegments(groups, tokenModel, toOp, limit)
+}
+
+// staleAccepted counts writes (Put or Advance) that were accepted although
+// a write with a higher lease token had been accepted on the same key and
+// had returned before they were called: writes that fencing exists to
+// refuse. ops are one key's, in any order.
+func staleAccepted(ops []Op) (n int, first string) {
+	var ok []Op
+	for _, o := range ops {
+		if (o.Kind == Put || o.Kind == Advance) && o.Outcome == OK {
+			ok = append(ok, o)
+		}
+	}
+	return newerBefore(ok, func(newer, o Op) bool { return newer.Token > o.Token })
+}
+
+// tokenRegressions counts acquisitions whose token is not above that of an
+// acquisition that returned before they were called. ops are one lock's.
+func tokenRegressions(ops []Op) (n int, first string) {
+	return newerBefore(ops, func(newer, o Op) bool { return newer.Token >= o.Token })
+}
+
+// newerBefore counts operations o for which some operation p that returned
+// before o was called has a token for which bad(p, o) holds, checking only
+// the highest such token (bad must be monotonic in p.Token).
+func newerBefore(ops []Op, bad func(p, o Op) bool) (n int, first string) {
+	byCall := slices.Clone(ops)
+	slices.SortFunc(byCall, func(a, b Op) int { return cmp64(a.Call, b.Call) })
+	byReturn := slices.Clone(ops)
+	slices.SortFunc(byReturn, func(a, b Op) int { return cmp64(a.Return, b.Return) })
+	j := 0
+	var best *Op
+	for _, o := range byCall {
+		for j < len(byReturn) && byReturn[j].Return < o.Call {
+			if best == nil || byReturn[j].Token > best.Token {
+				p := byReturn[j]
+				best = &p
+			}
+			j++
+		}
+		if best != nil && bad(*best, o) {
+			if n == 0 {
+				first = fmt.Sprintf("%v after %v", o, *best)
+			}
+			n++
+		}
+	}
+	return n, first
+}
+
+func cmp64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,106 @@
+package chaos
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Kind is what an operation in a history did.
+type Kind uint8
+
+// The operations a history records.
+const (
+	Acquire Kind = iota + 1 // lock.Client.Acquire returned a lease
+	Advance                 // Store.Advance with the lease's token
+	Get                     // Store.Get
+	Put                     // Store.Put of an incremented value
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Acquire:
+		return "acquire"
+	case Advance:
+		return "advance"
+	case Get:
+		return "get"
+	case Put:
+		return "put"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Outcome is how an operation ended, as its caller saw it.
+type Outcome uint8
+
+// The outcomes.
+const (
+	OK      Outcome = iota + 1
+	Stale           // refused with fence.ErrStale: nothing changed
+	Unknown         // failed otherwise (timeout, cut connection): it may or may not have taken effect
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case OK:
+		return "ok"
+	case Stale:
+		return "stale"
+	case Unknown:
+		return "unknown"
+	}
+	return fmt.Sprintf("Outcome(%d)", uint8(o))
+}
+
+// Op is one operation of a history, with its invocation and response times
+// in nanoseconds since the run started. An operation with an Unknown outcome
+// gets a Return at the end of the window in which it could still take
+// effect, so that the checker considers every point at which it may have
+// landed.
+type Op struct {
+	Kind    Kind
+	Worker  int
+	Key     int   // index of the key, and of the lock that guards it
+	Token   int64 // the lease's token (for Acquire: the token it returned)
+	Value   int64 // Put: the value written; Get: the value read (0 when absent)
+	ID      int64 // Put: the write's id, stored with the value; Get: the id read (0 when absent)
+	Fence   int64 // Get: the fence read
+	FenceOK bool  // Get: whether Fence is meaningful for the model
+	Outcome Outcome
+	Call    int64
+	Return  int64
+}
+
+func (o Op) String() string {
+	switch o.Kind {
+	case Acquire:
+		return fmt.Sprintf("w%d acquire(lock %d) -> token %d [%d, %d]", o.Worker, o.Key, o.Token, o.Call, o.Return)
+	case Get:
+		return fmt.Sprintf("w%d get(key %d) -> %d (id %d, fence %d) [%d, %d]", o.Worker, o.Key, o.Value, o.ID, o.Fence, o.Call, o.Return)
+	case Put:
+		return fmt.Sprintf("w%d put(key %d, token %d, %d, id %d) -> %s [%d, %d]", o.Worker, o.Key, o.Token, o.Value, o.ID, o.Outcome, o.Call, o.Return)
+	}
+	return fmt.Sprintf("w%d %s(key %d, token %d) -> %s [%d, %d]", o.Worker, o.Kind, o.Key, o.Token, o.Outcome, o.Call, o.Return)
+}
+
+// encodeValue is what a Put stores: the counter and the id of the write, so
+// that a read tells which write it sees.
+func encodeValue(n, id int64) []byte {
+	return []byte(strconv.FormatInt(n, 10) + ":" + strconv.FormatInt(id, 10))
+}
+
+// decodeValue parses what encodeValue made.
+func decodeValue(b []byte) (n, id int64, err error) {
+	ns, ids, ok := strings.Cut(string(b), ":")
+	if !ok {
+		return 0, 0, fmt.Errorf("chaos: value %q is not counter:id", b)
+	}
+	if n, err = strconv.ParseInt(ns, 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("chaos: value %q: %w", b, err)
+	}
+	if id, err = strconv.ParseInt(ids, 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("chaos: value %q: %w", b, err)
+	}
+	return n, id, nil
+}

@@ -1,0 +1,204 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Report is what a run observed and what the checks found.
+type Report struct {
+	Name     string
+	Workers  int
+	Keys     int
+	TTL      time.Duration
+	Duration time.Duration // asked for
+	Elapsed  time.Duration // until the last cycle ended
+	Seed     uint64
+	Unfenced bool
+
+	Pauses          int // workers frozen past their TTL
+	Delays          int // network delays injected
+	Cuts            int // connection cuts injected
+	Drops           int // replies dropped after the server executed the request
+	Acquisitions    int // leases acquired
+	AcquireFailures int // Acquire calls that gave up (not counting the end of the run)
+	Overlaps        int // a worker acquired a lock while another still believed it held it
+
+	Writes          int // Put calls that returned a definite answer or gave up, retries included
+	Increments      int // distinct increments that landed (acknowledged, or ambiguous and seen later)
+	StaleRefused    int // Put and Advance calls refused as stale
+	StaleAccepted   int // Put and Advance calls accepted after a newer holder's write had returned
+	Ambiguous       int // increments whose outcome stayed unknown
+	AmbiguousLanded int // of those, the ones a later read saw
+	Final           int64
+	Lost            int64 // increments that landed but are missing from the final counters
+	Extra           int64 // counter steps that no landed increment explains
+	Regressions     int   // acquisitions whose token was not above an earlier one's
+
+	Register Verdict // the fenced-register model, per key
+	Tokens   Verdict // token monotonicity, per lock
+
+	// Examples of violations, for the message.
+	Examples []string
+}
+
+// OK reports whether the run found no violation and both checks decided.
+func (r *Report) OK() bool { return len(r.Violations()) == 0 }
+
+// Violations lists what went wrong, in words.
+func (r *Report) Violations() []string {
+	var v []string
+	if r.StaleAccepted > 0 {
+		v = append(v, fmt.Sprintf("%d stale writes accepted", r.StaleAccepted))
+	}
+	if r.Lost > 0 {
+		v = append(v, fmt.Sprintf("%d increments lost", r.Lost))
+	}
+	if r.Extra > 0 {
+		v = append(v, fmt.Sprintf("%d counter steps without an increment", r.Extra))
+	}
+	if r.Regressions > 0 {
+		v = append(v, fmt.Sprintf("%d token regressions", r.Regressions))
+	}
+	if r.Register.Result != porcupine.Ok {
+		v = append(v, "fenced-register check: "+r.Register.String())
+	}
+	if r.Tokens.Result != porcupine.Ok {
+		v = append(v, "token-monotonicity check: "+r.Tokens.String())
+	}
+	return v
+}
+
+// Print writes the report for people.
+func (r *Report) Print(w io.Writer) {
+	mode := "fenced (Advance, Get, Put with the lease's token)"
+	if r.Unfenced {
+		mode = "UNFENCED (lock only, plain writes)"
+	}
+	fmt.Fprintf(w, "chaos on %s: %d workers, %d keys, TTL %v, %v (ran %v), seed %d, %s\n",
+		r.Name, r.Workers, r.Keys, r.TTL, r.Duration, r.Elapsed.Round(time.Millisecond), r.Seed, mode)
+	fmt.Fprintf(w, "faults: %d pauses past the TTL; network: %d delays, %d cuts, %d dropped replies\n",
+		r.Pauses, r.Delays, r.Cuts, r.Drops)
+	row := func(label string, v any) { fmt.Fprintf(w, "  %-34s %v\n", label, v) }
+	row("acquisitions", r.Acquisitions)
+	if r.AcquireFailures > 0 {
+		row("acquire calls that gave up", r.AcquireFailures)
+	}
+	row("lease overlaps observed", r.Overlaps)
+	row("writes (Put calls)", r.Writes)
+	row("stale writes refused", r.StaleRefused)
+	row("stale writes accepted (must be 0)", r.StaleAccepted)
+	row("increments that landed", r.Increments)
+	if r.Ambiguous > 0 {
+		row("increments with unknown outcome", fmt.Sprintf("%d (%d seen later, counted as landed)", r.Ambiguous, r.AmbiguousLanded))
+	}
+	row("final counters (sum)", r.Final)
+	row("lost increments (must be 0)", r.Lost)
+	if r.Extra > 0 {
+		row("unexplained increments (must be 0)", r.Extra)
+	}
+	row("token regressions (must be 0)", r.Regressions)
+	row("fenced register, porcupine", fmt.Sprintf("%s (%d ops, %d segments)", r.Register, r.Register.Ops, r.Register.Segments))
+	row("token monotonicity, porcupine", fmt.Sprintf("%s (%d acquisitions, %d segments)", r.Tokens, r.Tokens.Ops, r.Tokens.Segments))
+	if v := r.Violations(); len(v) > 0 {
+		fmt.Fprintf(w, "VIOLATIONS: %d\n", len(v))
+		for _, s := range v {
+			fmt.Fprintf(w, "  - %s\n", s)
+		}
+		for _, s := range r.Examples {
+			fmt.Fprintf(w, "  e.g. %s\n", s)
+		}
+		if r.Register.Failure != "" {
+			fmt.Fprintf(w, "first segment that is not linearizable against the fenced register:\n%s", r.Register.Failure)
+		}
+		if r.Tokens.Failure != "" {
+			fmt.Fprintf(w, "first segment that is not linearizable against token monotonicity:\n%s", r.Tokens.Failure)
+		}
+		return
+	}
+	fmt.Fprintln(w, "no violation")
+}
+
+// check computes the report from the history; final holds the last read of
+// every key.
+func (r *runner) check(hist []Op, final []Op) *Report {
+	cfg := &r.cfg
+	r.mu.Lock()
+	rep := &Report{
+		Name: cfg.Name, Workers: cfg.Workers, Keys: cfg.Keys, TTL: cfg.TTL, Duration: cfg.Duration,
+		Seed: cfg.Seed, Unfenced: cfg.Unfenced,
+		Pauses: r.pauses, Delays: r.delays, Cuts: r.cuts, Drops: r.drops,
+		AcquireFailures: r.acquireFailures, Overlaps: r.overlaps,
+	}
+	r.mu.Unlock()
+	if rep.Name == "" {
+		rep.Name = "?"
+	}
+
+	// Direct counts.
+	seen := map[int64]bool{} // write ids some read returned
+	acked := map[int64]bool{}
+	unknown := map[int64]bool{}
+	for _, o := range hist {
+		switch {
+		case o.Kind == Acquire:
+			rep.Acquisitions++
+		case o.Kind == Get && o.ID != 0:
+			seen[o.ID] = true
+		case (o.Kind == Put || o.Kind == Advance) && o.Outcome == Stale:
+			rep.StaleRefused++
+		}
+		if o.Kind == Put {
+			rep.Writes++
+			switch o.Outcome {
+			case OK:
+				acked[o.ID] = true
+			case Unknown:
+				unknown[o.ID] = true
+			}
+		}
+	}
+	for id := range unknown {
+		if acked[id] {
+			continue // a retry was acknowledged: one increment, counted there
+		}
+		rep.Ambiguous++
+		if seen[id] {
+			rep.AmbiguousLanded++
+		}
+	}
+	rep.Increments = len(acked) + rep.AmbiguousLanded
+	for _, o := range final {
+		rep.Final += o.Value
+	}
+	if d := int64(rep.Increments) - rep.Final; d > 0 {
+		rep.Lost = d
+	} else {
+		rep.Extra = -d
+	}
+
+	writes := byKind(hist, cfg.Keys, Put, Advance)
+	for _, ops := range writes {
+		n, ex := staleAccepted(ops)
+		rep.StaleAccepted += n
+		if ex != "" && len(rep.Examples) < 3 {
+			rep.Examples = append(rep.Examples, "stale write accepted: "+ex)
+		}
+	}
+	acquires := byKind(hist, cfg.Keys, Acquire)
+	for _, ops := range acquires {
+		n, ex := tokenRegressions(ops)
+		rep.Regressions += n
+		if ex != "" && len(rep.Examples) < 3 {
+			rep.Examples = append(rep.Examples, "token regression: "+ex)
+		}
+	}
+
+	// Porcupine.
+	rep.Register = checkRegister(byKind(hist, cfg.Keys, Advance, Get, Put), cfg.CheckTimeout)
+	rep.Tokens = checkTokens(acquires, cfg.CheckTimeout)
+	return rep
+}
