@@ -1,0 +1,306 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/fencekit/fencekit/adapters/memory"
+	"github.com/fencekit/fencekit/fence"
+)
+
+// seqHistory builds a sequential history of n fenced read-modify-writes on
+// one key by successive holders (tokens 1..n), each op 10 units long.
+func seqHistory(n int) []Op {
+	var ops []Op
+	t := int64(0)
+	op := func(o Op) {
+		o.Call, o.Return = t, t+10
+		t += 20
+		ops = append(ops, o)
+	}
+	for i := int64(1); i <= int64(n); i++ {
+		op(Op{Kind: Advance, Token: i, Outcome: OK})
+		op(Op{Kind: Get, Value: i - 1, ID: i - 1, Fence: i, FenceOK: true, Outcome: OK})
+		op(Op{Kind: Put, Token: i, Value: i, ID: i, Outcome: OK})
+	}
+	return ops
+}
+
+func TestRegisterModelAcceptsAFencedHistory(t *testing.T) {
+	v := checkRegister([][]Op{seqHistory(1000)}, 10*time.Second)
+	if v.Result != porcupine.Ok {
+		t.Fatalf("verdict %v; failure:\n%s", v, v.Failure)
+	}
+	if v.Segments < 2 {
+		t.Fatalf("a history of %d ops was checked in %d segment(s); it must be cut", v.Ops, v.Segments)
+	}
+}
+
+func TestRegisterModelRefusesAStaleWriteThatLanded(t *testing.T) {
+	for _, at := range []int{5, 2500} { // in the first segment and in a later one
+		ops := seqHistory(1000)
+		// Holder 2 wrote with token 2 while the fence was already higher,
+		// and the store said ok: the write fencing exists to refuse.
+		ops[at].Kind, ops[at].Token, ops[at].Value, ops[at].Outcome = Put, 1, 0, OK
+		v := checkRegister([][]Op{ops}, 10*time.Second)
+		if v.Result != porcupine.Illegal {
+			t.Fatalf("stale write at op %d: verdict %v, want not linearizable", at, v)
+		}
+		if !strings.Contains(v.Failure, "> ") {
+			t.Errorf("failure does not point at an operation:\n%s", v.Failure)
+		}
+	}
+}
+
+func TestRegisterModelOutcomes(t *testing.T) {
+	m := registerModel(regState{Value: 5, Fence: 7})
+	cases := []struct {
+		name string
+		in   regIn
+		out  regOut
+		ok   bool
+	}{
+		{"put at the fence is accepted", regIn{Put, 7, 6}, regOut{Outcome: OK}, true},
+		{"put above the fence is accepted", regIn{Put, 9, 6}, regOut{Outcome: OK}, true},
+		{"put below the fence accepted is illegal", regIn{Put, 6, 6}, regOut{Outcome: OK}, false},
+		{"put below the fence refused", regIn{Put, 6, 6}, regOut{Outcome: Stale}, true},
+		{"put at the fence refused is illegal", regIn{Put, 7, 6}, regOut{Outcome: Stale}, false},
+		{"unknown put, allowed", regIn{Put, 8, 6}, regOut{Outcome: Unknown}, true},
+		{"unknown put, stale", regIn{Put, 1, 6}, regOut{Outcome: Unknown}, true},
+		{"advance below the fence accepted is illegal", regIn{Advance, 3, 0}, regOut{Outcome: OK}, false},
+		{"get of the state", regIn{Kind: Get}, regOut{Outcome: OK, Value: 5, Fence: 7, FenceOK: true}, true},
+		{"get of another value", regIn{Kind: Get}, regOut{Outcome: OK, Value: 4, Fence: 7, FenceOK: true}, false},
+		{"get of another fence", regIn{Kind: Get}, regOut{Outcome: OK, Value: 5, Fence: 6, FenceOK: true}, false},
+		{"get, fence not checked", regIn{Kind: Get}, regOut{Outcome: OK, Value: 5, Fence: 1}, true},
+	}
+	for _, c := range cases {
+		ok, _ := m.Step(m.Init(), c.in, c.out)
+		if ok != c.ok {
+			t.Errorf("%s: step %v, want %v", c.name, ok, c.ok)
+		}
+	}
+	// An unknown put may or may not have happened: both reads after it are
+	// legal.
+	s := m.Init()
+	_, s = m.Step(s, regIn{Put, 8, 6}, regOut{Outcome: Unknown})
+	for _, v := range []int64{5, 6} {
+		fenceAfter := int64(7)
+		if v == 6 {
+			fenceAfter = 8
+		}
+		if ok, _ := m.Step(s, regIn{Kind: Get}, regOut{Outcome: OK, Value: v, Fence: fenceAfter, FenceOK: true}); !ok {
+			t.Errorf("read of %d after an unknown put refused", v)
+		}
+	}
+}
+
+func TestTokenChecks(t *testing.T) {
+	acq := func(token, call, ret int64) Op {
+		return Op{Kind: Acquire, Token: token, Outcome: OK, Call: call, Return: ret}
+	}
+	good := []Op{acq(1, 0, 10), acq(3, 20, 30), acq(2, 25, 40) /* concurrent with 3: either order */, acq(4, 50, 60)}
+	// 2 and 3 overlap, so 2 may have been issued first... but 3 returned
+	// at 30 < 50, fine; and 2 was called at 25, before 3 returned.
+	if v := checkTokens([][]Op{good}, time.Second); v.Result != porcupine.Ok {
+		t.Fatalf("monotonic tokens: %v", v)
+	}
+	if n, _ := tokenRegressions(good); n != 0 {
+		t.Fatalf("monotonic tokens: %d regressions", n)
+	}
+	bad := append(good, acq(4, 70, 80)) // the same token twice, in sequence
+	if v := checkTokens([][]Op{bad}, time.Second); v.Result != porcupine.Illegal {
+		t.Fatalf("a repeated token: %v, want not linearizable", v)
+	}
+	if n, _ := tokenRegressions(bad); n != 1 {
+		t.Fatalf("a repeated token: %d regressions, want 1", n)
+	}
+}
+
+func TestStaleAcceptedCount(t *testing.T) {
+	w := func(kind Kind, token int64, out Outcome, call, ret int64) Op {
+		return Op{Kind: kind, Token: token, Outcome: out, Call: call, Return: ret}
+	}
+	ops := []Op{
+		w(Put, 2, OK, 0, 10),
+		w(Advance, 5, OK, 20, 30),
+		w(Put, 3, Stale, 40, 50), // refused: fine
+		w(Put, 4, OK, 25, 45),    // concurrent with the advance: may precede it
+		w(Put, 3, OK, 60, 70),    // accepted after token 5 returned: stale
+		w(Advance, 1, OK, 80, 90),
+	}
+	if n, ex := staleAccepted(ops); n != 2 || ex == "" {
+		t.Fatalf("stale accepted %d (%q), want 2", n, ex)
+	}
+}
+
+func TestValueEncoding(t *testing.T) {
+	n, id, err := decodeValue(encodeValue(41, 7))
+	if err != nil || n != 41 || id != 7 {
+		t.Fatalf("decode: %d, %d, %v", n, id, err)
+	}
+	for _, bad := range []string{"", "41", "x:1", "1:y"} {
+		if _, _, err := decodeValue([]byte(bad)); err == nil {
+			t.Errorf("decode %q: no error", bad)
+		}
+	}
+}
+
+func TestRunRefusesBadConfig(t *testing.T) {
+	if _, err := Run(context.Background(), Config{}); err == nil {
+		t.Fatal("Run without a backend: no error")
+	}
+	_, err := Run(context.Background(), Config{Backend: memory.NewBackend(), Store: memory.NewStore(), TTL: time.Millisecond})
+	if err == nil {
+		t.Fatal("Run with a 1ms TTL: no error")
+	}
+}
+
+// The runner end to end on the in-process backend; internal/faulttest runs
+// it on every backend.
+func TestRunOnMemory(t *testing.T) {
+	t.Parallel()
+	rep, err := Run(context.Background(), Config{
+		Name: "memory", Backend: memory.NewBackend(), Store: memory.NewStore(),
+		Workers: 5, Keys: 2, Duration: time.Second, TTL: 30 * time.Millisecond, Seed: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep.Print(&out)
+	if !rep.OK() {
+		t.Fatalf("violations on a fenced run:\n%s", out.String())
+	}
+	if rep.Acquisitions == 0 || rep.Pauses == 0 || rep.StaleRefused == 0 || rep.Increments == 0 {
+		t.Fatalf("the run exercised too little:\n%s", out.String())
+	}
+	if rep.Final != int64(rep.Increments) {
+		t.Fatalf("final %d, increments %d", rep.Final, rep.Increments)
+	}
+	if !strings.Contains(out.String(), "no violation") {
+		t.Fatalf("report:\n%s", out.String())
+	}
+}
+
+func TestRunUnfencedFails(t *testing.T) {
+	t.Parallel()
+	rep, err := Run(context.Background(), Config{
+		Name: "memory", Backend: memory.NewBackend(), Store: memory.NewStore(),
+		Workers: 5, Keys: 2, Duration: time.Second, TTL: 30 * time.Millisecond, Seed: 2, Unfenced: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep.Print(&out)
+	if rep.OK() || rep.Lost == 0 || rep.StaleAccepted == 0 || rep.Register.Result != porcupine.Illegal {
+		t.Fatalf("an unfenced run must lose increments and fail both checks:\n%s", out.String())
+	}
+	if rep.StaleRefused != 0 {
+		t.Fatalf("an unfenced store refused %d writes", rep.StaleRefused)
+	}
+	if !strings.Contains(out.String(), "VIOLATIONS") {
+		t.Fatalf("report:\n%s", out.String())
+	}
+}
+
+// flakyStore fails every third write after applying it, and every fifth
+// before: outcomes the workers cannot know, which the checker must accept
+// as either.
+type flakyStore struct {
+	*memory.Store
+	mu chan struct{}
+	n  int
+}
+
+func (s *flakyStore) fault() (after, before bool) {
+	s.mu <- struct{}{}
+	defer func() { <-s.mu }()
+	s.n++
+	return s.n%3 == 0, s.n%5 == 0
+}
+
+func (s *flakyStore) Put(ctx context.Context, key string, token fence.Token, v []byte) error {
+	after, before := s.fault()
+	if before {
+		return context.DeadlineExceeded
+	}
+	if err := s.Store.Put(ctx, key, token, v); err != nil || !after {
+		return err
+	}
+	return context.DeadlineExceeded
+}
+
+func (s *flakyStore) Advance(ctx context.Context, key string, token fence.Token) error {
+	after, before := s.fault()
+	if before {
+		return context.DeadlineExceeded
+	}
+	if err := s.Store.Advance(ctx, key, token); err != nil || !after {
+		return err
+	}
+	return context.DeadlineExceeded
+}
+
+func TestRunWithUnknownOutcomes(t *testing.T) {
+	t.Parallel()
+	store := &flakyStore{Store: memory.NewStore(), mu: make(chan struct{}, 1)}
+	rep, err := Run(context.Background(), Config{
+		Name: "flaky", Backend: memory.NewBackend(), Store: store,
+		Workers: 4, Keys: 2, Duration: time.Second, TTL: 30 * time.Millisecond, Seed: 3,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep.Print(&out)
+	if !rep.OK() {
+		t.Fatalf("unknown outcomes must not be violations:\n%s", out.String())
+	}
+	if rep.Writes <= rep.Increments {
+		t.Fatalf("no write was retried:\n%s", out.String())
+	}
+}
+
+// fakeNetwork counts the faults the runner asks for.
+type fakeNetwork struct{ ch chan string }
+
+func (f *fakeNetwork) Delay(d time.Duration) {
+	if d > 0 {
+		f.ch <- "delay"
+	}
+}
+func (f *fakeNetwork) Cut()       { f.ch <- "cut" }
+func (f *fakeNetwork) DropReply() { f.ch <- "drop" }
+func (f *fakeNetwork) Heal()      { f.ch <- "heal" }
+
+func TestRunInjectsNetworkFaults(t *testing.T) {
+	t.Parallel()
+	net := &fakeNetwork{ch: make(chan string, 1000)}
+	rep, err := Run(context.Background(), Config{
+		Name: "memory", Backend: memory.NewBackend(), Store: memory.NewStore(),
+		Workers: 2, Keys: 1, Duration: 500 * time.Millisecond, TTL: 20 * time.Millisecond, Seed: 4,
+		Network: net, FaultEvery: 10 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(net.ch)
+	got := map[string]int{}
+	var last string
+	for s := range net.ch {
+		got[s]++
+		last = s
+	}
+	if got["delay"] != rep.Delays || got["cut"] != rep.Cuts || got["drop"] != rep.Drops {
+		t.Fatalf("faults seen %v, reported %d delays, %d cuts, %d drops", got, rep.Delays, rep.Cuts, rep.Drops)
+	}
+	if rep.Delays+rep.Cuts+rep.Drops == 0 || last != "heal" {
+		t.Fatalf("faults %v, last call %q: want some, then a heal", got, last)
+	}
+}
