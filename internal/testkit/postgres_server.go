@@ -197,7 +197,7 @@ func (s *PostgresServer) start(newPort bool) error {
 		switch {
 		case newPort && strings.Contains(logText, "could not bind"):
 			// port taken between FreePort and bind: try another
-		case strings.Contains(logText, "already in use") || strings.Contains(logText, "lock file"):
+		case strings.Contains(logText, "still in use") || strings.Contains(logText, "already in use") || strings.Contains(logText, "lock file"):
 			// processes of a killed instance are still exiting
 			time.Sleep(50 * time.Millisecond * time.Duration(attempt))
 		default:
@@ -331,33 +331,58 @@ func (s *PostgresServer) cleanup() {
 	}
 }
 
-// killTree kills the postmaster pid and its children with SIGKILL. Children
-// are not in the postmaster's process group (each backend calls setsid), so
-// they are found by their parent pid. The postmaster is stopped first so that
-// it forks no new child meanwhile.
+// killTree kills the postmaster pid and its children with SIGKILL, and
+// waits until the children are dead, so that a new postmaster does not find
+// the shared memory still attached. Children are not in the postmaster's
+// process group (each backend calls setsid), so they are found by their
+// parent pid. The postmaster is stopped first so that it forks no new child
+// meanwhile. The caller reaps the postmaster.
 func killTree(pid int) {
 	_ = syscall.Kill(pid, syscall.SIGSTOP)
+	var children []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		child, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(string(stat[i+1:]))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+		if state, ppid := procStat(child); state != "" && ppid == pid {
 			_ = syscall.Kill(child, syscall.SIGKILL)
+			children = append(children, child)
 		}
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
+	// Orphans may stay zombies if nobody reaps them; a zombie holds no
+	// shared memory, so dead or zombie is enough.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, child := range children {
+		for time.Now().Before(deadline) {
+			if state, _ := procStat(child); state == "" || state == "Z" || state == "X" {
+				break
+			}
+			time.Sleep(time.Millisecond) // poll interval
+		}
+	}
+}
+
+// procStat returns the state and parent pid of pid from /proc, or "" when
+// the process is gone.
+func procStat(pid int) (state string, ppid int) {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return "", 0
+	}
+	// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return "", 0
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 2 {
+		return "", 0
+	}
+	ppid, _ = strconv.Atoi(fields[1])
+	return fields[0], ppid
 }
 
 // logTail returns the end of the server's log, for error messages.
