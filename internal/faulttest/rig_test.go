@@ -252,10 +252,16 @@ func unique(t *testing.T, what string) string { return what + "-" + newOwner(t)[
 // released), failing after 10 s.
 func waitFree(t *testing.T, r *rig, name string) {
 	t.Helper()
+	waitFreeOn(t, r.direct, name)
+}
+
+// waitFreeOn polls b until name's lease is gone, failing after 10 s.
+func waitFreeOn(t *testing.T, b lock.Backend, name string) {
+	t.Helper()
 	ctx := testCtx(t)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		info, err := r.direct.Inspect(ctx, name)
+		info, err := b.Inspect(ctx, name)
 		if err != nil {
 			t.Fatalf("inspect %s: %v", name, err)
 		}

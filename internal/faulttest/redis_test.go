@@ -1,0 +1,295 @@
+package faulttest
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fencekit/fencekit/adapters/memory"
+	fenceredis "github.com/fencekit/fencekit/adapters/redis"
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/lock"
+)
+
+// plainRedis is a client as applications make them (go-redis retries on a
+// broken connection), for scenarios where the server, not the network,
+// misbehaves.
+func plainRedis(t *testing.T, addr string) *goredis.Client {
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// A Redis without persistence restarts under a holder: its lease and the
+// token counter are gone, so another client takes the lock while the first
+// still believes it holds it. Tokens keep rising all the same (they are
+// minted from the server clock when the counter is missing), so a store
+// that did not restart refuses the old holder; a store on the restarted
+// server lost its fences too, and only the new holder's Advance closes it.
+func TestRedisRestartWithoutPersistence(t *testing.T) {
+	ctx := testCtx(t)
+	srv := testkit.NewRedisServer(t)
+	c := plainRedis(t, srv.Addr())
+	prefix := testkit.Namespace(t)
+	backend := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: prefix})
+	sameServer := fenceredis.NewStore(c, &fenceredis.StoreOptions{Prefix: prefix})
+	elsewhere := memory.NewStore() // a resource that does not restart
+	client := lock.New(backend, nil)
+
+	a, err := client.TryAcquire(ctx, "job", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, a.Fenced(elsewhere), "k", "a")
+	mustPut(t, a.Fenced(sameServer), "barrier", "a")
+	mustPut(t, a.Fenced(sameServer), "open", "a")
+
+	srv.Stop()
+	srv.Start()
+
+	info, err := backend.Inspect(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Held {
+		t.Fatalf("after a restart without persistence the lease is still there: %s", describe(info))
+	}
+	b, err := client.TryAcquire(ctx, "job", 30*time.Second)
+	if err != nil {
+		t.Fatalf("acquire after the restart: %v", err)
+	}
+	if a.Err() != nil {
+		t.Fatalf("A's lease ended locally: %v; the point is that A still believes it holds the lock", a.Err())
+	}
+	if b.Token() <= a.Token() {
+		t.Fatalf("token %d after the restart, %d before: tokens went back", b.Token(), a.Token())
+	}
+
+	// The store that kept its data refuses A.
+	mustPut(t, b.Fenced(elsewhere), "k", "b")
+	expectStale(t, "A's write to the store that did not restart", a.Fenced(elsewhere).Put(ctx, "k", []byte("a2")))
+
+	// The store on the restarted server lost its fences with its data.
+	if rec, err := sameServer.Get(ctx, "barrier"); !errors.Is(err, fence.ErrNotFound) || rec.Fence != 0 {
+		t.Fatalf("store on the restarted server: %v, fence %d; want it empty", err, rec.Fence)
+	}
+	// B's Advance raises the fence before B reads: A is refused from then on.
+	if err := b.Fenced(sameServer).Advance(ctx, "barrier"); err != nil {
+		t.Fatal(err)
+	}
+	expectStale(t, "A's write after B's Advance on the restarted store", a.Fenced(sameServer).Put(ctx, "barrier", []byte("a2")))
+	// A key B has not touched yet has no fence left: A's write lands. This
+	// is the limit of fencing on a store that loses data (see
+	// docs/reliability.md), and why a holder Advances before it reads.
+	if err := a.Fenced(sameServer).Put(ctx, "open", []byte("a2")); err != nil {
+		t.Fatalf("A's write to a key with no fence left: %v (expected to land)", err)
+	}
+	_ = b.Release(ctx)
+}
+
+// replicatedPair starts a primary and a replica that replicates through a
+// proxy, so that a test can stop replication at an exact point: refuse new
+// connections and cut the link.
+func replicatedPair(t *testing.T) (primary, replica *testkit.RedisServer, link *testkit.Proxy) {
+	t.Helper()
+	primary = testkit.NewRedisServer(t)
+	link = testkit.NewProxy(t, primary.Addr())
+	_, port, _ := net.SplitHostPort(link.Addr())
+	replica = testkit.NewRedisServer(t, "--replicaof", "127.0.0.1", port)
+	replica.WaitReplicating()
+	primary.WaitReplicas(1)
+	return primary, replica, link
+}
+
+func stopReplication(link *testkit.Proxy) {
+	link.RefuseNew(true)
+	link.CutAll()
+}
+
+// A replica is promoted before the lease reached it. Without the
+// replication wait, the lease is lost in the failover and another client
+// takes the lock, but with a higher token, so fenced stores refuse the old
+// holder. With the wait, an acquire the replica has not acknowledged fails,
+// and an acknowledged lease survives the promotion with its token.
+func TestRedisReplicaPromotion(t *testing.T) {
+	t.Run("without replication wait", func(t *testing.T) {
+		ctx := testCtx(t)
+		primary, replica, link := replicatedPair(t)
+		prefix := testkit.Namespace(t)
+		onPrimary := fenceredis.NewBackend(plainRedis(t, primary.Addr()), &fenceredis.BackendOptions{Prefix: prefix})
+		onReplica := fenceredis.NewBackend(plainRedis(t, replica.Addr()), &fenceredis.BackendOptions{Prefix: prefix})
+		store := memory.NewStore()
+
+		// An earlier lease that did replicate: the replica knows its token.
+		early, err := lock.New(onPrimary, nil).TryAcquire(ctx, "job", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := early.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitReplicaOffset(t, primary, replica)
+
+		stopReplication(link)
+		a, err := lock.New(onPrimary, nil).TryAcquire(ctx, "job", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustPut(t, a.Fenced(store), "k", "a")
+		replica.Promote()
+
+		info, err := onReplica.Inspect(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Held {
+			t.Fatalf("the promoted replica has the unreplicated lease: %s", describe(info))
+		}
+		b, err := lock.New(onReplica, nil).TryAcquire(ctx, "job", time.Minute)
+		if err != nil {
+			t.Fatalf("acquire on the promoted replica: %v", err)
+		}
+		if a.Err() != nil {
+			t.Fatalf("A's lease ended locally: %v", a.Err())
+		}
+		// A counter alone would give early+1, which may equal A's token;
+		// the clock puts B above A.
+		if !(early.Token() < a.Token() && a.Token() < b.Token()) {
+			t.Fatalf("tokens early %d, A %d (lost in the failover), B %d: want strictly rising", early.Token(), a.Token(), b.Token())
+		}
+		mustPut(t, b.Fenced(store), "k", "b")
+		expectStale(t, "A's write after the failover", a.Fenced(store).Put(ctx, "k", []byte("a2")))
+	})
+
+	t.Run("with replication wait", func(t *testing.T) {
+		ctx := testCtx(t)
+		primary, replica, link := replicatedPair(t)
+		prefix := testkit.Namespace(t)
+		wait := &fenceredis.BackendOptions{Prefix: prefix, WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond}
+		onPrimary := fenceredis.NewBackend(plainRedis(t, primary.Addr()), wait)
+		onReplica := fenceredis.NewBackend(plainRedis(t, replica.Addr()), &fenceredis.BackendOptions{Prefix: prefix})
+		store := memory.NewStore()
+
+		const ttl = 500 * time.Millisecond
+		a, err := lock.New(onPrimary, nil).TryAcquire(ctx, "job", ttl)
+		if err != nil {
+			t.Fatalf("acquire with a healthy replica: %v", err)
+		}
+		mustPut(t, a.Fenced(store), "k", "a")
+
+		stopReplication(link)
+		// Now an acquire cannot be acknowledged: it fails, and the lease
+		// it took is given back.
+		_, err = lock.New(onPrimary, nil).TryAcquire(ctx, "other", time.Minute)
+		if !errors.Is(err, fenceredis.ErrReplication) {
+			t.Fatalf("acquire without a replica to acknowledge it: %v, want ErrReplication", err)
+		}
+		if info, err := onPrimary.Inspect(ctx, "other"); err != nil || info.Held {
+			t.Fatalf("the unacknowledged lease was not given back: %s, %v", describe(info), err)
+		}
+
+		replica.Promote()
+		info, err := onReplica.Inspect(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !info.Held || info.Owner != a.Owner() || info.Token != a.Token() {
+			t.Fatalf("the acknowledged lease did not survive the promotion: %s, want owner A and token %d", describe(info), a.Token())
+		}
+		if _, err := lock.New(onReplica, nil).TryAcquire(ctx, "job", time.Minute); !errors.Is(err, lock.ErrHeld) {
+			t.Fatalf("acquire on the promoted replica while A's lease lives: %v, want ErrHeld", err)
+		}
+		waitFreeOn(t, onReplica, "job")
+		b, err := lock.New(onReplica, nil).TryAcquire(ctx, "job", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Token() <= a.Token() {
+			t.Fatalf("token %d after %d", b.Token(), a.Token())
+		}
+		mustPut(t, b.Fenced(store), "k", "b")
+		expectStale(t, "A's write after its lease expired on the new primary", a.Fenced(store).Put(ctx, "k", []byte("a2")))
+	})
+}
+
+// waitReplicaOffset waits until the replica has processed everything the
+// primary has sent.
+func waitReplicaOffset(t *testing.T, primary, replica *testkit.RedisServer) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		want := primary.Info("replication", "master_repl_offset")
+		if got := replica.Info("replication", "slave_repl_offset"); got == want && want != "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica did not catch up in 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// SCRIPT FLUSH in the middle of a lease: every operation reloads its script
+// (NOSCRIPT is handled), and the lease, its token and the fences are as
+// before.
+func TestRedisScriptFlush(t *testing.T) {
+	ctx := testCtx(t)
+	srv := testkit.NewRedisServer(t)
+	c := plainRedis(t, srv.Addr())
+	prefix := testkit.Namespace(t)
+	backend := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: prefix})
+	store := fenceredis.NewStore(c, &fenceredis.StoreOptions{Prefix: prefix})
+	client := lock.New(backend, nil)
+	flush := func() {
+		t.Helper()
+		if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	a, err := client.TryAcquire(ctx, "job", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, a.Fenced(store), "k", "a1")
+	flush()
+	if err := a.Extend(ctx, 10*time.Second); err != nil {
+		t.Fatalf("extend after SCRIPT FLUSH: %v", err)
+	}
+	flush()
+	mustPut(t, a.Fenced(store), "k", "a2")
+	flush()
+	if _, err := client.TryAcquire(ctx, "job", time.Second); !errors.Is(err, lock.ErrHeld) {
+		t.Fatalf("acquire by another after SCRIPT FLUSH: %v, want ErrHeld", err)
+	}
+	flush()
+	if ttl, err := a.TTL(ctx); err != nil || ttl <= 0 {
+		t.Fatalf("TTL after SCRIPT FLUSH: %v, %v", ttl, err)
+	}
+	flush()
+	if err := a.Release(ctx); err != nil {
+		t.Fatalf("release after SCRIPT FLUSH: %v", err)
+	}
+	flush()
+	b, err := client.TryAcquire(ctx, "job", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Token() <= a.Token() {
+		t.Fatalf("token %d after %d", b.Token(), a.Token())
+	}
+	flush()
+	mustPut(t, b.Fenced(store), "k", "b")
+	flush()
+	expectStale(t, "the old holder after SCRIPT FLUSH", a.Fenced(store).Put(ctx, "k", []byte("a3")))
+	flush()
+	if rec, err := store.Get(ctx, "k"); err != nil || string(rec.Value) != "b" || rec.Fence != b.Token() {
+		t.Fatalf("after SCRIPT FLUSH: %q fence %d, %v", rec.Value, rec.Fence, err)
+	}
+	_ = b.Release(context.Background())
+}
