@@ -168,16 +168,33 @@ func dockerPostgres() (url string, err error) {
 			url, err = "", fmt.Errorf("testcontainers panicked: %v", r)
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Creating the provider may dial without a deadline of ours; bound the
+	// whole probe, and leave a stuck one behind rather than hang the tests.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	provider, err := testcontainers.ProviderDefault.GetProvider()
-	if err != nil {
-		return "", fmt.Errorf("docker provider: %w", err)
-	}
-	err = provider.Health(ctx)
-	_ = provider.Close()
-	if err != nil {
-		return "", fmt.Errorf("docker provider unhealthy: %w", err)
+	healthy := make(chan error, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				healthy <- fmt.Errorf("testcontainers panicked: %v", r)
+			}
+		}()
+		provider, err := testcontainers.ProviderDefault.GetProvider()
+		if err != nil {
+			healthy <- fmt.Errorf("docker provider: %w", err)
+			return
+		}
+		err = provider.Health(ctx)
+		_ = provider.Close()
+		healthy <- err
+	}()
+	select {
+	case err := <-healthy:
+		if err != nil {
+			return "", fmt.Errorf("docker provider unhealthy: %w", err)
+		}
+	case <-ctx.Done():
+		return "", errors.New("docker provider did not answer within 10s")
 	}
 
 	image := envURL(PostgresImageEnv)

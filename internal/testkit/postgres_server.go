@@ -59,7 +59,7 @@ func NewPostgresServer(t testing.TB) *PostgresServer {
 	t.Helper()
 	if _, err := postgresBinDir(); err != nil {
 		t.Logf("testkit: %v", err)
-		Unavailable(t, "PostgreSQL server binaries", postgresHow)
+		Unavailable(t, "PostgreSQL server binaries", "install the PostgreSQL server (initdb, postgres) or set "+PostgresBinEnv+" to their directory; tests that restart a server need their own instance")
 	}
 	s, err := startLocalPostgres(t)
 	if err != nil {
