@@ -88,13 +88,6 @@ func FormatRatio(x float64) string {
 	return fmt.Sprintf("%.2f×", x)
 }
 
-func pct(x float64) string {
-	if math.IsNaN(x) {
-		return "–"
-	}
-	return fmt.Sprintf("±%.0f%%", 100*x)
-}
-
 // num prints x with at most one decimal, and none when that decimal is 0.
 func num(x float64) string {
 	if math.IsNaN(x) {
@@ -124,37 +117,62 @@ func GroupTable(g GroupSummary) string {
 		}
 		return escapeCell(r.Name)
 	}
+	cpu := hasMetric(g, MetricServerCPU)
+	cpuHead, cpuAlign, cpuCell := "", "", func(RowSummary) string { return "" }
+	if cpu {
+		cpuHead, cpuAlign = " server CPU per op |", "---:|"
+		cpuCell = func(r RowSummary) string { return " " + FormatNs(1e3*statOrNaN(r.Extra, MetricServerCPU)) + " |" }
+	}
 	switch g.Kind {
 	case Contention:
-		b.WriteString("| | acq/s | × baseline | attempts won | per-worker acq/s min | max | stddev | CV | time per attempt |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		fmt.Fprintf(&b, "| | acq/s | × baseline | ratio range | attempts won | per-worker acq/s min | max | stddev | CV | time per attempt |%s\n", cpuHead)
+		fmt.Fprintf(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|%s\n", cpuAlign)
 		for _, r := range g.Rows {
 			acq := statOrNaN(r.Extra, MetricAcqPerSec)
 			mn, mx, sd := statOrNaN(r.Extra, MetricWorkerMin), statOrNaN(r.Extra, MetricWorkerMax), statOrNaN(r.Extra, MetricWorkerSD)
 			cv := statOrNaN(r.Extra, MetricWorkerCV)
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", name(r), FormatRate(acq),
-				FormatRatio(r.Ratio.Median), percent(statOrNaN(r.Extra, MetricWinPct)),
-				FormatRate(mn), FormatRate(mx), FormatRate(sd), percent(cv), FormatNs(r.Ns.Median))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%s\n", name(r), FormatRate(acq),
+				FormatRatio(r.Ratio.Median), ratioRange(r), percent(statOrNaN(r.Extra, MetricWinPct)),
+				FormatRate(mn), FormatRate(mx), FormatRate(sd), percent(cv), FormatNs(r.Ns.Median), cpuCell(r))
 		}
 	case Throughput:
-		b.WriteString("| | ops/s | time per op | spread | × baseline (time) | allocs/op | B/op |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|---:|\n")
+		fmt.Fprintf(&b, "| | ops/s | time per op | × baseline (time) | ratio range |%s allocs/op | B/op |\n", cpuHead)
+		fmt.Fprintf(&b, "|---|---:|---:|---:|---:|%s---:|---:|\n", cpuAlign)
 		for _, r := range g.Rows {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", name(r), FormatRate(statOrNaN(r.Extra, MetricOpsPerSec)),
-				FormatNs(r.Ns.Median), pct(r.Ns.Spread()), FormatRatio(r.Ratio.Median), num(r.Allocs), whole(r.Bytes))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |%s %s | %s |\n", name(r), FormatRate(statOrNaN(r.Extra, MetricOpsPerSec)),
+				FormatNs(r.Ns.Median), FormatRatio(r.Ratio.Median), ratioRange(r), cpuCell(r), num(r.Allocs), whole(r.Bytes))
 		}
 	default:
-		b.WriteString("| | time per op | spread | × baseline | allocs/op | B/op |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|\n")
+		fmt.Fprintf(&b, "| | time per op | × baseline | ratio range |%s allocs/op | B/op |\n", cpuHead)
+		fmt.Fprintf(&b, "|---|---:|---:|---:|%s---:|---:|\n", cpuAlign)
 		for _, r := range g.Rows {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", name(r), FormatNs(r.Ns.Median), pct(r.Ns.Spread()),
-				FormatRatio(r.Ratio.Median), num(r.Allocs), whole(r.Bytes))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |%s %s | %s |\n", name(r), FormatNs(r.Ns.Median),
+				FormatRatio(r.Ratio.Median), ratioRange(r), cpuCell(r), num(r.Allocs), whole(r.Bytes))
 		}
 	}
 	if g.Note != "" {
 		fmt.Fprintf(&b, "\n%s\n", g.Note)
 	}
 	return b.String()
+}
+
+// ratioRange prints the lowest and highest same-round ratio; nothing for
+// the baseline.
+func ratioRange(r RowSummary) string {
+	if r.Baseline || math.IsNaN(r.Ratio.Min) {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f–%.2f", r.Ratio.Min, r.Ratio.Max)
+}
+
+// hasMetric reports whether any row of g reported metric m.
+func hasMetric(g GroupSummary, m string) bool {
+	for _, r := range g.Rows {
+		if _, ok := r.Extra[m]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // statOrNaN is the median of metric m, NaN when it was not reported.

@@ -89,6 +89,8 @@ const (
 	MetricWorkerMax = "worker-max-acq/s"
 	MetricWorkerSD  = "worker-sd-acq/s"
 	MetricWorkerCV  = "worker-cv-%"
+	// MetricServerCPU is the server's CPU time per operation, in µs.
+	MetricServerCPU = "server-cpu-µs/op"
 )
 
 // RowSummary is a row's medians over its rounds.

@@ -238,3 +238,24 @@ func TestMarkdownSections(t *testing.T) {
 		}
 	}
 }
+
+func TestGroupTableServerCPUAndRange(t *testing.T) {
+	g := Summarize(Group{ID: "g", Title: "T", Kind: Latency, Rows: []Row{
+		{Name: "base", Baseline: true, Samples: []Sample{
+			{Round: 1, NsPerOp: 100, Extra: map[string]float64{MetricServerCPU: 3}},
+			{Round: 2, NsPerOp: 100, Extra: map[string]float64{MetricServerCPU: 3}}}},
+		{Name: "x", Samples: []Sample{
+			{Round: 1, NsPerOp: 110, Extra: map[string]float64{MetricServerCPU: 8.2}},
+			{Round: 2, NsPerOp: 130, Extra: map[string]float64{MetricServerCPU: 8.4}}}},
+	}})
+	table := GroupTable(g)
+	for _, want := range []string{"server CPU per op", "| x | 120 ns | 1.20× | 1.10–1.30 | 8.30 µs |", "| **base** (baseline) | 100 ns | 1.00× | – | 3.00 µs |"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	plain := GroupTable(Summarize(Group{ID: "p", Kind: Latency, Rows: []Row{{Name: "b", Baseline: true, Samples: []Sample{{Round: 1, NsPerOp: 1}}}}}))
+	if strings.Contains(plain, "server CPU") {
+		t.Errorf("server CPU column without the metric:\n%s", plain)
+	}
+}

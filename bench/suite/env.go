@@ -11,6 +11,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -59,6 +61,7 @@ type Env struct {
 	PG      *pgxpool.Pool // nil without PostgreSQL
 	PGURL   string
 	PGOwned bool
+	pgPID   int // the postmaster of our own instance, for its CPU time
 
 	// Value is the payload of every write.
 	Value []byte
@@ -148,7 +151,7 @@ func (e *Env) setupPostgres(ctx context.Context, url string) error {
 			return err
 		}
 		e.servers = append(e.servers, s)
-		url, e.PGOwned = s.URL, true
+		url, e.PGOwned, e.pgPID = s.URL, true, s.PID()
 		e.logf("started postgres on %s", s.Addr)
 	}
 	e.PGURL = url
@@ -273,6 +276,71 @@ func randHex(n int) string {
 		panic(err)
 	}
 	return hex.EncodeToString(buf)
+}
+
+// RunCase runs c on b: the one entry point of `go test -bench` and
+// benchtable. On servers of this run's own it also reports the server's CPU
+// time per operation around the whole case (Redis: INFO cpu, user + system;
+// PostgreSQL: /proc schedstat of the postmaster and its backends): the cost
+// that decides throughput once the server saturates, and on this machine,
+// where client and server share two cores, part of every latency.
+func (e *Env) RunCase(b *testing.B, c Case) {
+	b.ReportAllocs()
+	g, _ := GroupByID(c.Group)
+	var cpu func() (float64, error)
+	switch {
+	case g.Needs == NeedRedis && e.Redis != nil && e.RedisOwned:
+		cpu = func() (float64, error) { return redisCPU(e.Redis) }
+	case g.Needs == NeedPostgres && e.pgPID != 0:
+		cpu = func() (float64, error) {
+			d, err := servers.CPUTime(e.pgPID)
+			return d.Seconds(), err
+		}
+	}
+	var before float64
+	if cpu != nil {
+		var err error
+		if before, err = cpu(); err != nil {
+			e.fatal(b, err)
+		}
+	}
+	c.Run(b, e)
+	if cpu != nil && b.N > 0 {
+		after, err := cpu()
+		if err != nil {
+			e.fatal(b, err)
+		}
+		b.ReportMetric((after-before)*1e6/float64(b.N), MetricServerCPU)
+	}
+}
+
+// MetricServerCPU is the unit of the server CPU time per operation
+// (report.MetricServerCPU).
+const MetricServerCPU = "server-cpu-µs/op"
+
+// redisCPU returns the server's used_cpu_user + used_cpu_sys in seconds.
+func redisCPU(c *goredis.Client) (float64, error) {
+	info, err := c.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	var sum float64
+	found := 0
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, err
+			}
+			sum += f
+			found++
+		}
+	}
+	if found != 2 {
+		return 0, errors.New("INFO cpu lacks used_cpu_user or used_cpu_sys")
+	}
+	return sum, nil
 }
 
 // op is one iteration of a worker: it reports whether it achieved its goal

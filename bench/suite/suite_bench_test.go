@@ -21,10 +21,7 @@ func BenchmarkSuite(b *testing.B) {
 		if (g.Needs == NeedRedis && e.Redis == nil) || (g.Needs == NeedPostgres && e.PG == nil) {
 			continue
 		}
-		b.Run(c.ID(), func(b *testing.B) {
-			b.ReportAllocs()
-			c.Run(b, e)
-		})
+		b.Run(c.ID(), func(b *testing.B) { e.RunCase(b, c) })
 	}
 }
 

@@ -248,13 +248,12 @@ func main() {
 func measure(env *suite.Env, c suite.Case, round int) (report.Sample, error) {
 	failed := false
 	res := testing.Benchmark(func(b *testing.B) {
-		b.ReportAllocs()
 		defer func() {
 			if b.Failed() {
 				failed = true
 			}
 		}()
-		c.Run(b, env)
+		env.RunCase(b, c)
 	})
 	if err := env.LastError(); err != nil || failed || res.N == 0 {
 		if err == nil {

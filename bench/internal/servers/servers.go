@@ -52,6 +52,59 @@ func (s *Server) Stop() {
 	}
 }
 
+// PID returns the server's process id (the postmaster for PostgreSQL), or
+// 0 when it is not running.
+func (s *Server) PID() int {
+	if s == nil || s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// CPUTime returns the CPU time used so far by the process pid and all its
+// children that are alive (PostgreSQL's backends), from
+// /proc/PID/schedstat, which counts in nanoseconds. Linux only.
+func CPUTime(pid int) (time.Duration, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	var total time.Duration
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if p != pid {
+			stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+			if err != nil {
+				continue
+			}
+			// Fields after the command name, which is in parentheses and
+			// may contain spaces: state, ppid, ...
+			i := strings.LastIndexByte(string(stat), ')')
+			f := strings.Fields(string(stat[i+1:]))
+			if len(f) < 2 || f[1] != strconv.Itoa(pid) {
+				continue
+			}
+		}
+		sched, err := os.ReadFile(filepath.Join("/proc", e.Name(), "schedstat"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		f := strings.Fields(string(sched))
+		if len(f) == 0 {
+			continue
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/schedstat: %w", p, err)
+		}
+		total += time.Duration(ns)
+	}
+	return total, nil
+}
+
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
