@@ -25,6 +25,7 @@ import (
 	"github.com/fencekit/fencekit/adapters/postgres"
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/chaos"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
 )
@@ -53,6 +54,7 @@ type rig struct {
 	backend lock.Backend // through the faults
 	store   fence.Store
 	net     faults
+	chaos   chaos.Network // the same faults for the chaos runner
 
 	direct      lock.Backend // never faulty
 	directStore fence.Store
@@ -89,7 +91,7 @@ func memoryRig(t *testing.T) *rig {
 	t.Cleanup(n.heal)
 	return &rig{
 		name: "memory", ttl: 150 * time.Millisecond,
-		backend: simBackend{n, b}, store: simStore{n, s}, net: n,
+		backend: simBackend{n, b}, store: simStore{n, s}, net: n, chaos: chaosNet{n},
 		direct: b, directStore: s,
 		warm: func(*testing.T) {},
 	}
@@ -127,6 +129,7 @@ func redisRig(t *testing.T) *rig {
 		backend:     fenceredis.NewBackend(faulty, &fenceredis.BackendOptions{Prefix: prefix}),
 		store:       fenceredis.NewStore(faulty, &fenceredis.StoreOptions{Prefix: prefix}),
 		net:         proxyFaults{p},
+		chaos:       chaos.ProxyNetwork(p),
 		direct:      fenceredis.NewBackend(direct, &fenceredis.BackendOptions{Prefix: prefix}),
 		directStore: fenceredis.NewStore(direct, &fenceredis.StoreOptions{Prefix: prefix}),
 		child:       map[string]string{"backend": "redis", "url": url, "prefix": prefix},
@@ -174,6 +177,7 @@ func postgresRig(t *testing.T) *rig {
 		name: "postgres", ttl: 300 * time.Millisecond,
 		backend: postgres.NewBackend(faulty, nil), store: postgres.NewStore(faulty, nil),
 		net:    proxyFaults{p},
+		chaos:  chaos.ProxyNetwork(p),
 		direct: postgres.NewBackend(direct, nil), directStore: postgres.NewStore(direct, nil),
 		child: map[string]string{
 			"backend": "postgres",

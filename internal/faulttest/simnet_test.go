@@ -20,6 +20,7 @@ type simNet struct {
 	up      time.Duration
 	down    time.Duration
 	refuse  bool
+	epoch   int // bumped by cutInFlight
 	drops   []chan struct{}
 }
 
@@ -47,6 +48,18 @@ func (n *simNet) dropNextReply() <-chan struct{} {
 func (n *simNet) delay(up, down time.Duration) { n.update(func() { n.up, n.down = up, down }) }
 func (n *simNet) cut()                         { n.update(func() { n.refuse = true }) }
 
+// cutInFlight fails every call under way, as cutting open connections
+// does; new calls go through.
+func (n *simNet) cutInFlight() { n.update(func() { n.epoch++ }) }
+
+// chaosNet adapts simNet to the chaos runner.
+type chaosNet struct{ n *simNet }
+
+func (c chaosNet) Delay(d time.Duration) { c.n.delay(d/2, d-d/2) }
+func (c chaosNet) Cut()                  { c.n.cutInFlight() }
+func (c chaosNet) DropReply()            { c.n.dropNextReply() }
+func (c chaosNet) Heal()                 { c.n.heal() }
+
 func (n *simNet) heal() {
 	n.update(func() {
 		n.up, n.down, n.refuse = 0, 0, false
@@ -60,15 +73,15 @@ func (n *simNet) heal() {
 // travel waits until a message sent at `at` has crossed (its latency,
 // re-read on every change, has passed). It returns false if the network was
 // cut meanwhile.
-func (n *simNet) travel(at time.Time, down bool) bool {
+func (n *simNet) travel(at time.Time, down bool, epoch int) bool {
 	for {
 		n.mu.Lock()
-		lat, refuse, changed := n.up, n.refuse, n.changed
+		lat, refuse, changed, cut := n.up, n.refuse, n.changed, n.epoch != epoch
 		if down {
 			lat = n.down
 		}
 		n.mu.Unlock()
-		if refuse {
+		if refuse || cut {
 			return false
 		}
 		d := time.Until(at.Add(lat))
@@ -106,8 +119,11 @@ func simCall[T any](ctx context.Context, n *simNet, f func(context.Context) (T, 
 		return zero, err
 	}
 	done := make(chan result, 1)
+	n.mu.Lock()
+	epoch := n.epoch
+	n.mu.Unlock()
 	go func() {
-		if !n.travel(time.Now(), false) {
+		if !n.travel(time.Now(), false, epoch) {
 			done <- result{err: errSimCut}
 			return
 		}
@@ -118,7 +134,7 @@ func simCall[T any](ctx context.Context, n *simNet, f func(context.Context) (T, 
 			done <- result{err: errSimDropped}
 			return
 		}
-		if !n.travel(time.Now(), true) {
+		if !n.travel(time.Now(), true, epoch) {
 			done <- result{err: errSimCut}
 			return
 		}

@@ -1,0 +1,77 @@
+package faulttest
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/fencekit/fencekit/internal/chaos"
+)
+
+// chaosSeconds is the length of each CI chaos run; the long runs in
+// docs/reliability.md come from fencelab chaos.
+const chaosSeconds = 3 * time.Second
+
+func runChaos(t *testing.T, r *rig, cfg chaos.Config) *chaos.Report {
+	t.Helper()
+	cfg.Name, cfg.Backend, cfg.Store = r.name, r.backend, r.store
+	rep, err := chaos.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep.Print(&out)
+	t.Logf("\n%s", out.String())
+	return rep
+}
+
+// Short chaos runs on every backend, with pauses past the TTL and network
+// faults (the proxy for Redis and PostgreSQL, simNet for memory): no stale
+// write lands, no increment is lost, tokens only go up, and both porcupine
+// checks pass.
+func TestChaos(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			r := b.make(t)
+			rep := runChaos(t, r, chaos.Config{
+				Workers: 6, Keys: 3, Duration: chaosSeconds, TTL: r.ttl / 2,
+				Network: r.chaos, FaultEvery: 300 * time.Millisecond,
+			})
+			if !rep.OK() {
+				t.Fatalf("violations: %v", rep.Violations())
+			}
+			if rep.Acquisitions < 20 || rep.Pauses == 0 || rep.Overlaps == 0 || rep.StaleRefused == 0 {
+				t.Fatalf("the run exercised too little: %d acquisitions, %d pauses, %d overlaps, %d stale writes refused",
+					rep.Acquisitions, rep.Pauses, rep.Overlaps, rep.StaleRefused)
+			}
+			if rep.Delays+rep.Cuts+rep.Drops == 0 {
+				t.Fatal("no network fault was injected")
+			}
+		})
+	}
+}
+
+// The same work without fencing (the lock alone, plain writes): the checker
+// must catch lost increments and stale writes, or it proves nothing.
+func TestChaosUnfencedIsCaught(t *testing.T) {
+	for _, b := range backends[:2] { // memory and Redis: one in-process, one over the network
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			r := b.make(t)
+			rep := runChaos(t, r, chaos.Config{
+				Workers: 6, Keys: 2, Duration: chaosSeconds, TTL: r.ttl / 2, Unfenced: true,
+			})
+			if rep.OK() || rep.Lost == 0 || rep.StaleAccepted == 0 {
+				t.Fatalf("unfenced run: %d lost increments, %d stale writes accepted, violations %v; want both above 0",
+					rep.Lost, rep.StaleAccepted, rep.Violations())
+			}
+			if rep.Register.Result != porcupine.Illegal {
+				t.Fatalf("unfenced run: fenced-register verdict %v, want not linearizable", rep.Register)
+			}
+		})
+	}
+}
