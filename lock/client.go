@@ -74,9 +74,13 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 		if errors.Is(err, ErrInvalid) {
 			return nil, err
 		}
-		last = err
 		if !errors.Is(err, ErrHeld) {
 			ambiguous = true
+		}
+		// An attempt cut short by the context ending says nothing about the
+		// lock; keep the previous attempt's answer (ctx.Err() is joined in).
+		if last == nil || ctx.Err() == nil {
+			last = err
 		}
 		if ctx.Err() != nil || (maxAttempts > 0 && attempt >= maxAttempts) {
 			if ambiguous {

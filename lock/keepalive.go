@@ -20,7 +20,7 @@ func (l *Lease) startKeepAlive() {
 	ctx, cancel := context.WithCancel(l.ctx)
 	ka := &keepAlive{cancel: cancel, done: make(chan struct{})}
 	l.mu.Lock()
-	if l.ka != nil || l.ctx.Err() != nil {
+	if l.ka != nil || l.ended {
 		l.mu.Unlock()
 		cancel()
 		return

@@ -31,6 +31,7 @@ type Lease struct {
 	deadline time.Time   // local: monotonic, from before the request, minus drift
 	timer    *time.Timer // fires at deadline
 	ka       *keepAlive  // nil unless keep-alive runs
+	ended    bool        // released or lost; set before ctx is cancelled
 }
 
 func newLease(c *Client, name, owner string, token fence.Token, ttl time.Duration, deadline time.Time) *Lease {
@@ -95,7 +96,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	l.mu.Lock()
-	if l.ctx.Err() == nil {
+	if !l.ended {
 		l.ttl = ttl
 		l.deadline = start.Add(ttl - l.client.opts.drift(ttl))
 		l.timer.Reset(time.Until(l.deadline))
@@ -117,9 +118,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	err := l.client.backend.Release(ctx, l.name, l.owner)
 	switch {
 	case err == nil:
-		if l.end(ErrReleased) {
-			l.client.observe(Event{Kind: EventReleased, Name: l.name, Token: l.token})
-		}
+		l.end(ErrReleased, Event{Kind: EventReleased, Name: l.name, Token: l.token})
 		return nil
 	case errors.Is(err, ErrNotHeld):
 		l.lose(err)
@@ -165,20 +164,22 @@ func (l *Lease) checkDeadline() {
 // lose ends the lease as lost with cause, once.
 func (l *Lease) lose(cause error) {
 	err := fmt.Errorf("%w: %q: %w", ErrLost, l.name, cause)
-	if l.end(err) {
-		l.client.observe(Event{Kind: EventLost, Name: l.name, Token: l.token, Err: err})
-	}
+	l.end(err, Event{Kind: EventLost, Name: l.name, Token: l.token, Err: err})
 }
 
-// end cancels the lease's context with cause and reports whether this call
-// was the one that ended it.
-func (l *Lease) end(cause error) bool {
+// end ends the lease with cause, once, and reports whether this call was the
+// one that ended it. The observer hears of it before Done closes, so that
+// whoever wakes on Done finds the event already delivered.
+func (l *Lease) end(cause error, ev Event) bool {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ctx.Err() != nil {
+	if l.ended {
+		l.mu.Unlock()
 		return false
 	}
-	l.cancel(cause)
+	l.ended = true
 	l.timer.Stop()
+	l.mu.Unlock()
+	l.client.observe(ev)
+	l.cancel(cause)
 	return true
 }

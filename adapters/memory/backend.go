@@ -109,8 +109,8 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 
 // Inspect reports the holder of name, its token and remaining TTL.
 func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
-	if name == "" {
-		return lock.Info{}, fence.Invalid("empty lock name")
+	if err := fence.ValidateKey(name); err != nil {
+		return lock.Info{}, fmt.Errorf("lock name: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return lock.Info{}, err

@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -51,40 +50,10 @@ func TestConformance(t *testing.T) {
 				})
 			})
 			t.Run("Backend", func(t *testing.T) {
-				runLockSuite(t, func(t *testing.T) lock.Backend {
+				locktest.Run(t, func(t *testing.T) lock.Backend {
 					return postgres.NewBackend(migrated(t, pool(t)), nil)
 				})
 			})
-		})
-	}
-}
-
-// runLockSuite is locktest.Run, except for one known problem outside this
-// adapter, which it reports as a skip instead of a failure:
-//
-// ClientAcquireBoundedByContext wants lock.Client.Acquire, given up at its
-// context deadline, to report lock.ErrHeld from its attempts. pgx aborts a
-// query in flight when the deadline passes (as it should), and the client
-// then reports only that last attempt's context error, dropping the ErrHeld
-// of the attempts before; this happens in about one run in three. The fix
-// belongs in lock/client.go (keep the last definite answer when the context
-// cut an attempt short). Once it is in, the check passes and nothing is
-// skipped; any other failure of the check still fails.
-func runLockSuite(t *testing.T, newBackend func(t *testing.T) lock.Backend) {
-	t.Helper()
-	for _, c := range locktest.Checks() {
-		t.Run(c.Name, func(t *testing.T) {
-			b := newBackend(t)
-			ctx, cancel := context.WithTimeout(context.Background(), locktest.Timeout)
-			defer cancel()
-			err := c.Run(ctx, b, locktest.Namespace())
-			if err != nil && c.Name == "ClientAcquireBoundedByContext" &&
-				strings.Contains(err.Error(), "context deadline exceeded; want one matching "+lock.ErrHeld.Error()) {
-				t.Skipf("known lock.Client issue (see runLockSuite): %v", err)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
 		})
 	}
 }

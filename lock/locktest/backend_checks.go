@@ -336,6 +336,7 @@ func checkBackendInvalid(ctx context.Context, b lock.Backend, ns string) error {
 		{"Release with an empty owner", func() error { return b.Release(ctx, name, "") }},
 		{"Release with an empty name", func() error { return b.Release(ctx, "", o) }},
 		{"Inspect with an empty name", func() error { _, err := b.Inspect(ctx, ""); return err }},
+		{"Inspect with a NUL in the name", func() error { _, err := b.Inspect(ctx, name+"\x00"); return err }},
 	}
 	for _, c := range cases {
 		if err := expectIs(c.op, c.err(), fence.ErrInvalid); err != nil {
