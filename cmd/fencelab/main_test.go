@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencekit/fencekit/adapters/memory"
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -62,5 +63,33 @@ func TestUnknownBackend(t *testing.T) {
 	var out bytes.Buffer
 	if code := runScenarios(&out, "nosuch", time.Second, time.Second); code != 2 {
 		t.Fatalf("exit code %d; want 2", code)
+	}
+}
+
+// The scenarios on the real backends, at the URLs testkit finds (the
+// environment's in CI).
+func TestScenariosOnRedis(t *testing.T) {
+	url := testkit.RedisURL(t)
+	old := *redisURL
+	*redisURL = url
+	defer func() { *redisURL = old }()
+	runOn(t, "redis")
+}
+
+func TestScenariosOnPostgres(t *testing.T) {
+	url := testkit.PostgresURL(t)
+	old := *postgresURL
+	*postgresURL = url
+	defer func() { *postgresURL = old }()
+	runOn(t, "postgres")
+}
+
+func runOn(t *testing.T, backend string) {
+	t.Helper()
+	var out bytes.Buffer
+	code := runScenarios(&out, backend, 100*time.Millisecond, time.Minute)
+	t.Logf("fencelab -backend %s:\n%s", backend, out.String())
+	if code != 0 || !strings.Contains(out.String(), "all 7 scenarios behaved as expected") {
+		t.Fatalf("exit code %d; output:\n%s", code, out.String())
 	}
 }
