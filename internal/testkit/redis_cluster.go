@@ -166,24 +166,42 @@ func NewRedisReplicated(t testing.TB) (primary, replica *RedisServer) {
 	return primary, replica
 }
 
-// WaitReplicas waits until this primary counts n online replicas.
+// WaitReplicas waits until this primary has n online replicas that have
+// acknowledged everything it has sent them. Being online is not enough for
+// WAIT: right after a full sync the primary starts streaming to a replica
+// only once the replica's first REPLCONF ACK arrives (up to a second later),
+// and until then WAIT counts it out. So this propagates a PUBLISH (which
+// reaches replicas without writing a key) and waits for n replicas to
+// acknowledge its offset.
 func (s *RedisServer) WaitReplicas(n int) {
 	s.t.Helper()
-	s.waitFor(fmt.Sprintf("%d online replicas", n), func() bool {
+	if _, err := s.Do("PUBLISH", "__testkit:ack", "1"); err != nil {
+		s.t.Fatalf("testkit: PUBLISH on %s: %v", s.Addr(), err)
+	}
+	s.waitFor(fmt.Sprintf("%d replicas acknowledging", n), func() bool {
 		info, err := s.Do("INFO", "replication")
 		if err != nil {
 			return false
 		}
-		online := 0
+		want, err := strconv.ParseInt(redisInfoField(info, "master_repl_offset"), 10, 64)
+		if err != nil {
+			return false
+		}
+		acked := 0
 		for i := 0; ; i++ {
 			v := redisInfoField(info, "slave"+strconv.Itoa(i))
 			if v == "" {
 				break
 			}
-			if slices.Contains(strings.Split(v, ","), "state=online") {
-				online++
+			fields := strings.Split(v, ",")
+			for _, f := range fields {
+				if off, ok := strings.CutPrefix(f, "offset="); ok {
+					if o, err := strconv.ParseInt(off, 10, 64); err == nil && o >= want && slices.Contains(fields, "state=online") {
+						acked++
+					}
+				}
 			}
 		}
-		return online >= n
+		return acked >= n
 	})
 }
