@@ -111,7 +111,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
 		return 0, err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := b.ready(ctx); err != nil {
 		return 0, err
 	}
 	keys := []string{b.LeaseKey(name), b.CounterKey(name)}
@@ -167,7 +167,7 @@ func (b *Backend) Extend(ctx context.Context, name, owner string, ttl time.Durat
 	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := b.ready(ctx); err != nil {
 		return err
 	}
 	n, err := extendScript.Run(ctx, b.client, []string{b.LeaseKey(name)}, owner, millis(ttl)).Int64()
@@ -187,7 +187,7 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 	if err := lock.ValidateName(name, owner); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := b.ready(ctx); err != nil {
 		return err
 	}
 	return b.release(ctx, name, owner)
@@ -210,7 +210,7 @@ func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
 	if err := fence.ValidateKey(name); err != nil {
 		return lock.Info{}, fmt.Errorf("lock name: %w", err)
 	}
-	if err := ctx.Err(); err != nil {
+	if err := b.ready(ctx); err != nil {
 		return lock.Info{}, err
 	}
 	reply, err := inspectScript.Run(ctx, b.client, []string{b.LeaseKey(name)}).Slice()

@@ -281,3 +281,20 @@ func TestInvalidInputSendsNothing(t *testing.T) {
 		require.Zero(t, n, "%s with an ended context sent %v", name, sent)
 	}
 }
+
+func TestNilClientRefused(t *testing.T) {
+	ctx := testCtx(t)
+	b := fenceredis.NewBackend(nil, nil)
+	s := fenceredis.NewStore(nil, nil)
+	_, err := b.Acquire(ctx, "n", "o", time.Second)
+	require.ErrorIs(t, err, fence.ErrInvalid)
+	require.ErrorIs(t, b.Extend(ctx, "n", "o", time.Second), fence.ErrInvalid)
+	require.ErrorIs(t, b.Release(ctx, "n", "o"), fence.ErrInvalid)
+	_, err = b.Inspect(ctx, "n")
+	require.ErrorIs(t, err, fence.ErrInvalid)
+	require.ErrorIs(t, s.Put(ctx, "k", 1, nil), fence.ErrInvalid)
+	require.ErrorIs(t, s.Delete(ctx, "k", 1), fence.ErrInvalid)
+	require.ErrorIs(t, s.Advance(ctx, "k", 1), fence.ErrInvalid)
+	_, err = s.Get(ctx, "k")
+	require.ErrorIs(t, err, fence.ErrInvalid)
+}

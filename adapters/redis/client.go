@@ -6,6 +6,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fencekit/fencekit/fence"
 )
 
 // Client is the part of go-redis this package needs: running scripts
@@ -55,3 +57,19 @@ func millis(d time.Duration) int64 {
 	}
 	return int64(ms)
 }
+
+// errNilClient refuses calls on a Backend or Store made with a nil client.
+var errNilClient = fence.Invalid("nil redis client")
+
+// ready refuses a call before anything is sent: a nil client, or a context
+// that has already ended.
+func ready(ctx context.Context, c Client) error {
+	if c == nil {
+		return errNilClient
+	}
+	return ctx.Err()
+}
+
+func (b *Backend) ready(ctx context.Context) error { return ready(ctx, b.client) }
+
+func (s *Store) ready(ctx context.Context) error { return ready(ctx, s.client) }

@@ -87,7 +87,7 @@ func (s *Store) write(ctx context.Context, op string, script *goredis.Script, ke
 	if err := fence.ValidateWrite(key, token); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return err
 	}
 	args := append([]any{formatFence(token)}, extra...)
@@ -121,7 +121,7 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	if err := fence.ValidateKey(key); err != nil {
 		return fence.Record{}, err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := s.ready(ctx); err != nil {
 		return fence.Record{}, err
 	}
 	vals, err := s.client.HMGet(ctx, s.Key(key), "value", "fence").Result()

@@ -21,7 +21,10 @@ func TestWaitReplicas(t *testing.T) {
 	primary, replica := testkit.NewRedisReplicated(t)
 	c, rt := counted(t, primary.Addr())
 	ctx := testCtx(t)
-	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond})
+	// A generous timeout where the replica must answer, a short one where
+	// it cannot.
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{WaitReplicas: 1, WaitTimeout: 2 * time.Second})
+	short := fenceredis.NewBackend(c, &fenceredis.BackendOptions{WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond})
 
 	// Cache the script (EVALSHA, NOSCRIPT, then EVAL, each with WAIT).
 	warm := newOwner(t)
@@ -44,7 +47,7 @@ func TestWaitReplicas(t *testing.T) {
 
 	replica.Stop()
 	start := time.Now()
-	_, err = b.Acquire(ctx, "job", newOwner(t), time.Minute)
+	_, err = short.Acquire(ctx, "job", newOwner(t), time.Minute)
 	took := time.Since(start)
 	require.ErrorIs(t, err, fenceredis.ErrReplication)
 	var re *fenceredis.ReplicationError
