@@ -143,6 +143,16 @@ func GroupTable(g GroupSummary) string {
 				FormatNs(r.Ns.Median), FormatRatio(r.Ratio.Median), ratioRange(r), cpuCell(r), num(r.Allocs), whole(r.Bytes))
 		}
 	default:
+		if hasMetric(g, MetricP50) {
+			fmt.Fprintf(&b, "| | median latency | × baseline | ratio range | p90 | mean (ns/op) |%s allocs/op | B/op |\n", cpuHead)
+			fmt.Fprintf(&b, "|---|---:|---:|---:|---:|---:|%s---:|---:|\n", cpuAlign)
+			for _, r := range g.Rows {
+				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |%s %s | %s |\n", name(r), FormatNs(statOrNaN(r.Extra, MetricP50)),
+					FormatRatio(r.Ratio.Median), ratioRange(r), FormatNs(statOrNaN(r.Extra, MetricP90)), FormatNs(r.Ns.Median),
+					cpuCell(r), num(r.Allocs), whole(r.Bytes))
+			}
+			break
+		}
 		fmt.Fprintf(&b, "| | time per op | × baseline | ratio range |%s allocs/op | B/op |\n", cpuHead)
 		fmt.Fprintf(&b, "|---|---:|---:|---:|%s---:|---:|\n", cpuAlign)
 		for _, r := range g.Rows {

@@ -89,6 +89,9 @@ const (
 	MetricWorkerMax = "worker-max-acq/s"
 	MetricWorkerSD  = "worker-sd-acq/s"
 	MetricWorkerCV  = "worker-cv-%"
+	// MetricP50 and MetricP90 are per-operation latency percentiles, in ns.
+	MetricP50 = "p50-ns"
+	MetricP90 = "p90-ns"
 	// MetricServerCPU is the server's CPU time per operation, in µs.
 	MetricServerCPU = "server-cpu-µs/op"
 )
@@ -137,13 +140,20 @@ func (g GroupSummary) Row(name string) (RowSummary, bool) {
 	return RowSummary{}, false
 }
 
-// headline is the number a group's ratio compares.
+// headline is the number a group's ratio compares: acquisitions per second
+// for Contention, the median per-operation latency for Latency when it was
+// measured, and ns/op otherwise.
 func headline(k Kind, s Sample) float64 {
-	if k == Contention {
+	switch k {
+	case Contention:
 		if v, ok := s.Extra[MetricAcqPerSec]; ok {
 			return v
 		}
 		return math.NaN()
+	case Latency:
+		if v, ok := s.Extra[MetricP50]; ok {
+			return v
+		}
 	}
 	return s.NsPerOp
 }

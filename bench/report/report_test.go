@@ -259,3 +259,22 @@ func TestGroupTableServerCPUAndRange(t *testing.T) {
 		t.Errorf("server CPU column without the metric:\n%s", plain)
 	}
 }
+
+// A latency group with per-operation percentiles compares medians, not
+// means: one stalled round's mean does not move the ratio.
+func TestLatencyRatioUsesMedianLatency(t *testing.T) {
+	g := Summarize(Group{ID: "g", Kind: Latency, Rows: []Row{
+		{Name: "base", Baseline: true, Samples: []Sample{{Round: 1, NsPerOp: 100, Extra: map[string]float64{MetricP50: 90, MetricP90: 120}}}},
+		{Name: "x", Samples: []Sample{{Round: 1, NsPerOp: 500, Extra: map[string]float64{MetricP50: 99, MetricP90: 150}}}},
+	}})
+	x, _ := g.Row("x")
+	if math.Abs(x.Ratio.Median-1.1) > 1e-9 {
+		t.Errorf("ratio = %v, want 1.1 (p50 99 / 90)", x.Ratio.Median)
+	}
+	table := GroupTable(g)
+	for _, want := range []string{"median latency", "| x | 99.0 ns | 1.10× | 1.10–1.10 | 150 ns | 500 ns |"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+}

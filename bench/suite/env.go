@@ -11,6 +11,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,6 +69,10 @@ type Env struct {
 	Value []byte
 
 	accountUpdate string // the UPDATE of the pg-tx group
+
+	// timeOps makes runSerial time every operation and report the median
+	// and 90th percentile: set by RunCase for the networked latency groups.
+	timeOps bool
 
 	logf    func(string, ...any)
 	servers []*servers.Server
@@ -297,6 +303,8 @@ func (e *Env) RunCase(b *testing.B, c Case) {
 			return d.Seconds(), err
 		}
 	}
+	e.timeOps = g.Kind == Latency && g.Needs != NeedNothing
+	defer func() { e.timeOps = false }()
 	var before float64
 	if cpu != nil {
 		var err error
@@ -403,17 +411,53 @@ func runWorkers(b *testing.B, e *Env, n int, newOp func(w int) op) WorkerStats {
 	return WorkerStats{Elapsed: b.Elapsed(), Wins: wins}
 }
 
-// runSerial runs op b.N times on this goroutine.
+// runSerial runs op b.N times on this goroutine. For the networked latency
+// groups it also times every operation and reports the median (p50-ns) and
+// the 90th percentile (p90-ns): on a shared machine the mean (ns/op) moves
+// with every stall of a neighbour, the median far less.
 func runSerial(b *testing.B, e *Env, o op) {
 	ctx := context.Background()
+	if !e.timeOps {
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := o(ctx); err != nil {
+				b.StopTimer()
+				e.fatal(b, err)
+			}
+		}
+		b.StopTimer()
+		return
+	}
+	lat := make([]int64, b.N) // before the timer: not counted in allocs/op
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		start := time.Now()
 		if _, err := o(ctx); err != nil {
 			b.StopTimer()
 			e.fatal(b, err)
 		}
+		lat[i] = int64(time.Since(start))
 	}
 	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(Percentile(lat, 50)), MetricP50)
+	b.ReportMetric(float64(Percentile(lat, 90)), MetricP90)
+}
+
+// Units of the per-operation latency percentiles (report.MetricP50, P90).
+const (
+	MetricP50 = "p50-ns"
+	MetricP90 = "p90-ns"
+)
+
+// Percentile returns the p-th percentile (nearest rank) of sorted, which
+// must be sorted ascending and not empty.
+func Percentile(sorted []int64, p float64) int64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
 // errUnexpected marks a result that a case did not expect (a lock held in a

@@ -44,3 +44,15 @@ func TestSpread(t *testing.T) {
 		t.Errorf("Spread(nil) = %+v", Spread(nil))
 	}
 }
+
+func TestPercentile(t *testing.T) {
+	xs := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	for p, want := range map[float64]int64{50: 5, 90: 9, 100: 10, 0: 1, 1: 1} {
+		if got := Percentile(xs, p); got != want {
+			t.Errorf("Percentile(%v) = %d, want %d", p, got, want)
+		}
+	}
+	if got := Percentile([]int64{7}, 90); got != 7 {
+		t.Errorf("Percentile of one = %d", got)
+	}
+}

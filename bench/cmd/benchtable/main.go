@@ -28,6 +28,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -55,8 +56,8 @@ func main() {
 	var (
 		out       = flag.String("out", "", "markdown file to write (the part between the benchtable markers is replaced); empty: print to stdout")
 		svgPath   = flag.String("svg", "", "SVG plot to write; default: benchmarks.svg beside -out")
-		rounds    = flag.Int("rounds", 7, "rounds: every case runs once per round; medians are over rounds")
-		benchtime = flag.Duration("benchtime", 400*time.Millisecond, "time per case per round (testing's -benchtime)")
+		rounds    = flag.Int("rounds", 21, "rounds: every case runs once per round; medians are over rounds")
+		benchtime = flag.Duration("benchtime", 200*time.Millisecond, "time per case per round (testing's -benchtime)")
 		run       = flag.String("run", "", "only cases whose group/name matches this regexp")
 		redisAddr = flag.String("redis-addr", "", "use this Redis (never flushed) instead of a throwaway redis-server")
 		pgURL     = flag.String("pg-url", "", `use this PostgreSQL instead of a throwaway instance; "off" skips PostgreSQL`)
@@ -126,7 +127,13 @@ func main() {
 	var errs []string
 	for r := 1; r <= *rounds; r++ {
 		roundStart := time.Now()
-		for _, c := range cases {
+		// Odd rounds go forward, even rounds backward, so that no row is
+		// always measured right after the same other one.
+		order := append([]suite.Case(nil), cases...)
+		if r%2 == 0 {
+			slices.Reverse(order)
+		}
+		for _, c := range order {
 			s, err := measure(env, c, r)
 			if err != nil {
 				msg := fmt.Sprintf("round %d, %s: %v", r, c.ID(), err)
@@ -197,12 +204,15 @@ func main() {
 	}
 
 	doc := report.Doc{
-		Command:  command(),
-		Machine:  machine(ctx, env, loadStart),
-		Settings: fmt.Sprintf("%d rounds; every case runs once per round for about %v (testing.Benchmark), cases interleaved in the order of the tables; the whole run took %v.", *rounds, *benchtime, time.Since(started).Round(time.Second)),
-		Targets:  report.Evaluate(targets, summaries),
-		Groups:   summaries,
-		RT:       rt,
+		Command: command(),
+		Machine: machine(ctx, env, loadStart),
+		Settings: fmt.Sprintf("%d rounds; every case runs once per round for about %v (testing.Benchmark), after one discarded warm-up pass. "+
+			"A round runs the cases in the order of the tables, the next round in the reverse order, so the rows of a group are always measured "+
+			"within seconds of each other. \"× baseline\" is the median over rounds of the same-round ratio, \"ratio range\" its lowest and highest. "+
+			"The whole run took %v.", *rounds, *benchtime, time.Since(started).Round(time.Second)),
+		Targets: report.Evaluate(targets, summaries),
+		Groups:  summaries,
+		RT:      rt,
 		RTNote: fmt.Sprintf("Counted, not estimated: each client has one connection whose reads and writes are wrapped; a round trip is a write that follows a read. "+
 			"Commands come from a go-redis hook, statements from a pgx tracer. Each operation is counted over %d runs after a warm-up run "+
 			"(scripts cached, statements prepared). Without the warm-up, a script's first run costs one more round trip (EVALSHA, NOSCRIPT, EVAL) "+
