@@ -75,7 +75,7 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 	var network chaos.Network
 	var proxy *testkit.Proxy
 	backend, store, closeFn, err := func() (lock.Backend, fence.Store, func(), error) {
-		if name == "memory" || !*faults {
+		if _, known := backends[name]; !known || name == "memory" || !*faults {
 			return openBackend(ctx, name)
 		}
 		p, opened, err := openBehindProxy(ctx, name)

@@ -363,3 +363,38 @@ func TestKeepAliveConnectionCut(t *testing.T) {
 		}
 	})
 }
+
+// A release whose reply is lost: the lock is free (the release ran), and
+// releasing again reports ErrNotHeld, since the server cannot tell a retry
+// from a stranger. Harmless, but a caller that retries a release must treat
+// ErrNotHeld after a transport error as done.
+func TestAmbiguousRelease(t *testing.T) {
+	eachBackend(t, func(t *testing.T, r *rig) {
+		ctx := testCtx(t)
+		r.warm(t)
+		name := unique(t, "lock")
+		lease, err := lock.New(r.backend, nil).TryAcquire(ctx, name, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dropped := r.net.dropNextReply()
+		err = lease.Release(ctx)
+		<-dropped
+		if err == nil || errors.Is(err, lock.ErrNotHeld) {
+			t.Fatalf("release with a lost reply: %v; want a transport error", err)
+		}
+		if lease.Err() != nil {
+			t.Fatalf("after an unknown outcome the lease must stay as it was, got %v", lease.Err())
+		}
+		info, err := r.direct.Inspect(ctx, name)
+		if err != nil || info.Held {
+			t.Fatalf("after the lost reply the server has %s, %v; want the lock free", describe(info), err)
+		}
+		if err := lease.Release(ctx); !errors.Is(err, lock.ErrNotHeld) {
+			t.Fatalf("second release: %v, want ErrNotHeld", err)
+		}
+		if !errors.Is(lease.Err(), lock.ErrLost) {
+			t.Fatalf("lease.Err() = %v; the retry reports the lease lost, not released", lease.Err())
+		}
+	})
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/fencekit/fencekit/internal/testkit"
+)
+
+// chaosCLI runs `fencelab chaos args...` and restores the flags it shares
+// with main.
+func chaosCLI(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	saved := *backendName
+	savedTTL := *ttlFlag
+	savedRedis, savedPostgres := *redisURL, *postgresURL
+	t.Cleanup(func() {
+		*backendName, *ttlFlag, *redisURL, *postgresURL = saved, savedTTL, savedRedis, savedPostgres
+	})
+	var out, errOut bytes.Buffer
+	code := runChaos(args, &out, &errOut)
+	return code, out.String() + errOut.String()
+}
+
+func TestChaosCommandMemory(t *testing.T) {
+	code, out := chaosCLI(t, "-backend", "memory", "-duration", "1s", "-ttl", "30ms", "-workers", "4", "-seed", "7")
+	if code != 0 || !strings.Contains(out, "no violation") || !strings.Contains(out, "seed 7") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"acquisitions", "lease overlaps observed", "stale writes refused",
+		"stale writes accepted (must be 0)  0", "lost increments (must be 0)        0", "linearizable"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestChaosCommandUnfencedExitsNonZero(t *testing.T) {
+	code, out := chaosCLI(t, "-backend", "memory", "-duration", "1s", "-ttl", "30ms", "-workers", "5", "-keys", "2", "-unfenced")
+	if code != 1 || !strings.Contains(out, "increments lost") || !strings.Contains(out, "NOT LINEARIZABLE") {
+		t.Fatalf("exit %d, want 1 with lost increments:\n%s", code, out)
+	}
+}
+
+func TestChaosCommandUsage(t *testing.T) {
+	if code, out := chaosCLI(t, "-workers"); code != 2 {
+		t.Fatalf("missing flag value: exit %d\n%s", code, out)
+	}
+	if code, out := chaosCLI(t, "-backend", "nosuch"); code != 2 || !strings.Contains(out, "unknown backend") {
+		t.Fatalf("unknown backend: exit %d\n%s", code, out)
+	}
+	if code, out := chaosCLI(t, "extra"); code != 2 {
+		t.Fatalf("extra argument: exit %d\n%s", code, out)
+	}
+	if code, _ := chaosCLI(t, "-h"); code != 0 {
+		t.Fatalf("-h: exit %d", code)
+	}
+}
+
+// Through the in-process proxy, on the servers testkit provides.
+func TestChaosCommandBehindProxy(t *testing.T) {
+	t.Run("redis", func(t *testing.T) {
+		url := testkit.RedisURL(t)
+		code, out := chaosCLI(t, "-backend", "redis", "-redis-url", url, "-duration", "1s", "-fault-every", "100ms")
+		if code != 0 || !strings.Contains(out, "proxy 127.0.0.1:") || !strings.Contains(out, "no violation") {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+	})
+	t.Run("postgres", func(t *testing.T) {
+		url := testkit.PostgresURL(t)
+		code, out := chaosCLI(t, "-backend", "postgres", "-postgres-url", url, "-duration", "1s", "-fault-every", "100ms")
+		if code != 0 || !strings.Contains(out, "proxy 127.0.0.1:") || !strings.Contains(out, "no violation") {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+	})
+}
