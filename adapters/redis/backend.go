@@ -119,7 +119,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	if b.waitReplicas > 0 {
 		return b.acquireWait(ctx, name, owner, keys, args)
 	}
-	reply, err := acquireScript.Run(ctx, b.client, keys, args...).Slice()
+	reply, err := acquireScript.run(ctx, b.client, resend, keys, args...).Slice()
 	if err != nil {
 		return 0, acquireError(name, err)
 	}
@@ -170,7 +170,7 @@ func (b *Backend) Extend(ctx context.Context, name, owner string, ttl time.Durat
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
-	n, err := extendScript.Run(ctx, b.client, []string{b.LeaseKey(name)}, owner, millis(ttl)).Int64()
+	n, err := extendScript.run(ctx, b.client, resend, []string{b.LeaseKey(name)}, owner, millis(ttl)).Int64()
 	if err != nil {
 		return fmt.Errorf("fencekit/redis: extend %q: %w", name, err)
 	}
@@ -194,7 +194,7 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 }
 
 func (b *Backend) release(ctx context.Context, name, owner string) error {
-	n, err := releaseScript.Run(ctx, b.client, []string{b.LeaseKey(name)}, owner).Int64()
+	n, err := releaseScript.run(ctx, b.client, resend, []string{b.LeaseKey(name)}, owner).Int64()
 	if err != nil {
 		return fmt.Errorf("fencekit/redis: release %q: %w", name, err)
 	}
@@ -213,7 +213,7 @@ func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
 	if err := b.ready(ctx); err != nil {
 		return lock.Info{}, err
 	}
-	reply, err := inspectScript.Run(ctx, b.client, []string{b.LeaseKey(name)}).Slice()
+	reply, err := inspectScript.run(ctx, b.client, resend, []string{b.LeaseKey(name)}).Slice()
 	if err != nil {
 		return lock.Info{}, fmt.Errorf("fencekit/redis: inspect %q: %w", name, err)
 	}

@@ -10,16 +10,16 @@ import (
 	"github.com/fencekit/fencekit/fence"
 )
 
-// Client is the part of go-redis this package needs: running scripts
-// (EVALSHA, with EVAL as the fallback) and one HMGET for Store.Get.
+// Client is the part of go-redis this package needs: Process, which sends
+// one command (EVALSHA, EVAL, HMGET) with go-redis's routing, retries,
+// hooks and cluster redirections.
 //
 // *goredis.Client, *goredis.ClusterClient, *goredis.Ring and
 // goredis.UniversalClient satisfy it, and so do the failover clients:
 // goredis.NewFailoverClient returns a *goredis.Client and
 // goredis.NewFailoverClusterClient a *goredis.ClusterClient.
 type Client interface {
-	goredis.Scripter
-	HMGet(ctx context.Context, key string, fields ...string) *goredis.SliceCmd
+	Process(ctx context.Context, cmd goredis.Cmder) error
 }
 
 // Compile-time checks: every go-redis client kind is accepted.

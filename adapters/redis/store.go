@@ -83,7 +83,7 @@ func (s *Store) Advance(ctx context.Context, key string, token fence.Token) erro
 }
 
 // write runs one of the fenced write scripts: one round trip, one key.
-func (s *Store) write(ctx context.Context, op string, script *goredis.Script, key string, token fence.Token, extra ...any) error {
+func (s *Store) write(ctx context.Context, op string, script *script, key string, token fence.Token, extra ...any) error {
 	if err := fence.ValidateWrite(key, token); err != nil {
 		return err
 	}
@@ -91,7 +91,7 @@ func (s *Store) write(ctx context.Context, op string, script *goredis.Script, ke
 		return err
 	}
 	args := append([]any{formatFence(token)}, extra...)
-	reply, err := script.Run(ctx, s.client, []string{s.Key(key)}, args...).Slice()
+	reply, err := script.run(ctx, s.client, sendOnce, []string{s.Key(key)}, args...).Slice()
 	if err != nil {
 		return fmt.Errorf("fencekit/redis: %s %q: %w", op, key, err)
 	}
@@ -124,7 +124,10 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	if err := s.ready(ctx); err != nil {
 		return fence.Record{}, err
 	}
-	vals, err := s.client.HMGet(ctx, s.Key(key), "value", "fence").Result()
+	cmd := goredis.NewSliceCmd(ctx, "hmget", s.Key(key), "value", "fence")
+	cmd.SetFirstKeyPos(1)
+	_ = s.client.Process(ctx, cmd)
+	vals, err := cmd.Result()
 	if err != nil {
 		return fence.Record{}, fmt.Errorf("fencekit/redis: get %q: %w", key, err)
 	}

@@ -112,9 +112,9 @@ func (b *Backend) acquireWait(ctx context.Context, name, owner string, keys []st
 		pipe := node.Pipeline()
 		var script *goredis.Cmd
 		if eval {
-			script = pipe.Eval(ctx, acquireSrc, keys, args...)
+			script = pipe.Eval(ctx, acquireScript.src, keys, args...)
 		} else {
-			script = pipe.EvalSha(ctx, acquireScript.Hash(), keys, args...)
+			script = pipe.EvalSha(ctx, acquireScript.hash, keys, args...)
 		}
 		// Pipeliner has no Wait method; WAIT numreplicas timeout-ms.
 		wait := goredis.NewIntCmd(ctx, "wait", b.waitReplicas, millis(b.waitTimeout))
