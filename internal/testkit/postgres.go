@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -218,29 +215,4 @@ func dockerPostgres() (url string, err error) {
 	// The container lives as long as the test binary; testcontainers'
 	// reaper removes it afterwards.
 	return ctr.ConnectionString(runCtx, "sslmode=disable")
-}
-
-// dockerLikely reports whether a Docker engine might answer: DOCKER_HOST is
-// set, or a Docker socket in a usual place accepts a connection.
-func dockerLikely() bool {
-	if envURL("DOCKER_HOST") != "" || envURL("TESTCONTAINERS_DOCKER_SOCKET_OVERRIDE") != "" {
-		return true
-	}
-	socks := []string{"/var/run/docker.sock"}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		socks = append(socks, filepath.Join(d, "docker.sock"))
-	}
-	if h, err := os.UserHomeDir(); err == nil {
-		socks = append(socks,
-			filepath.Join(h, ".docker", "run", "docker.sock"),
-			filepath.Join(h, ".docker", "desktop", "docker.sock"))
-	}
-	for _, s := range socks {
-		c, err := net.DialTimeout("unix", s, time.Second)
-		if err == nil {
-			_ = c.Close()
-			return true
-		}
-	}
-	return false
 }

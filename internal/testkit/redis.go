@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -87,7 +85,7 @@ func Redis(t testing.TB) *redis.Client {
 // and healthy, and returns its URL. It checks cheaply first, so that a
 // machine without Docker costs nothing and logs nothing.
 func redisContainer() (url string, err error) {
-	if !redisDockerLikely() {
+	if !dockerLikely() {
 		return "", errors.New("no Docker socket and no DOCKER_HOST")
 	}
 	defer func() {
@@ -124,34 +122,6 @@ func redisContainer() (url string, err error) {
 	// The container lives as long as the test binary; testcontainers'
 	// reaper removes it afterwards.
 	return ctr.ConnectionString(runCtx)
-}
-
-// redisDockerLikely reports whether a Docker engine might answer: DOCKER_HOST
-// is set, or a Docker socket in a usual place accepts a connection.
-func redisDockerLikely() bool {
-	if envURL("DOCKER_HOST") != "" || envURL("TESTCONTAINERS_DOCKER_SOCKET_OVERRIDE") != "" {
-		return true
-	}
-	socks := []string{"/var/run/docker.sock"}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		socks = append(socks, filepath.Join(d, "docker.sock"))
-	}
-	if h, err := os.UserHomeDir(); err == nil {
-		socks = append(socks,
-			filepath.Join(h, ".docker", "run", "docker.sock"),
-			filepath.Join(h, ".docker", "desktop", "docker.sock"))
-	}
-	for _, s := range socks {
-		if _, err := os.Stat(s); err != nil {
-			continue
-		}
-		c, err := net.DialTimeout("unix", s, time.Second)
-		if err == nil {
-			_ = c.Close()
-			return true
-		}
-	}
-	return false
 }
 
 // redisServerBinary returns the path of redis-server, or "" when there is
