@@ -44,6 +44,14 @@
 //     value is an empty value; Get returns it as a non-nil empty slice.
 //   - Every method must honour its context: a call whose context is already
 //     done must write nothing.
+//   - An error matching ErrStale or ErrInvalid must mean that nothing
+//     changed. Any other error (a timeout, a cut connection) leaves the
+//     outcome unknown, and the caller may retry with the same token, which
+//     is safe because equal tokens are accepted. So an implementation must
+//     not resend a write on its own after the first send may have been
+//     applied: if a newer holder wrote in between, the resend would be
+//     refused as stale and the caller told "nothing changed" about a write
+//     that landed.
 //
 // Implementations in this module: adapters/memory, adapters/redis and
 // adapters/postgres.
