@@ -304,3 +304,50 @@ func TestRunInjectsNetworkFaults(t *testing.T) {
 		t.Fatalf("faults %v, last call %q: want some, then a heal", got, last)
 	}
 }
+
+// brokenStore is an adapter with a bug: it never refuses a token.
+type brokenStore struct{ *memory.Store }
+
+func (s brokenStore) Put(ctx context.Context, key string, _ fence.Token, v []byte) error {
+	return s.Store.Put(ctx, key, 1, v)
+}
+func (brokenStore) Advance(context.Context, string, fence.Token) error { return nil }
+
+// brokenBackend is a lock backend with a bug: its tokens wrap around.
+type brokenBackend struct{ *memory.Backend }
+
+func (b brokenBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
+	t, err := b.Backend.Acquire(ctx, name, owner, ttl)
+	return t%4 + 1, err
+}
+
+// A fenced run over a broken store or a broken backend fails the check: it
+// catches adapters, not only applications that forget to fence.
+func TestRunCatchesBrokenAdapters(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Workers: 5, Keys: 2, Duration: time.Second, TTL: 30 * time.Millisecond, Seed: 5}
+
+	c := cfg
+	c.Name, c.Backend, c.Store = "broken store", memory.NewBackend(), brokenStore{memory.NewStore()}
+	rep, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK() || rep.Register.Result != porcupine.Illegal || rep.Lost == 0 {
+		var out bytes.Buffer
+		rep.Print(&out)
+		t.Fatalf("a store that ignores tokens passed:\n%s", out.String())
+	}
+
+	c = cfg
+	c.Name, c.Backend, c.Store = "broken backend", brokenBackend{memory.NewBackend()}, memory.NewStore()
+	rep, err = Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK() || rep.Regressions == 0 || rep.Tokens.Result != porcupine.Illegal {
+		var out bytes.Buffer
+		rep.Print(&out)
+		t.Fatalf("a backend whose tokens wrap around passed:\n%s", out.String())
+	}
+}
