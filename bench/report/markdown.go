@@ -205,6 +205,7 @@ type RTRow struct {
 	Store, Op, Lib string
 	RoundTrips     float64
 	Commands       float64
+	ServerUsec     float64 // server execution time per operation; NaN: not measured
 	Err            string
 }
 
@@ -225,12 +226,18 @@ func RTTable(rows []RTRow) string {
 		if st == "PostgreSQL" {
 			unit = "statements"
 		}
-		fmt.Fprintf(&b, "| %s operation | library | round trips | %s |\n|---|---|---:|---:|\n", st, unit)
 		var rs []RTRow
+		exec := false
 		for _, r := range rows {
 			if r.Store == st {
 				rs = append(rs, r)
+				exec = exec || (!math.IsNaN(r.ServerUsec) && r.ServerUsec != 0)
 			}
+		}
+		if exec {
+			fmt.Fprintf(&b, "| %s operation | library | round trips | %s | server execution time |\n|---|---|---:|---:|---:|\n", st, unit)
+		} else {
+			fmt.Fprintf(&b, "| %s operation | library | round trips | %s |\n|---|---|---:|---:|\n", st, unit)
 		}
 		order := map[string]int{}
 		for _, r := range rs {
@@ -242,6 +249,10 @@ func RTTable(rows []RTRow) string {
 		for _, r := range rs {
 			if r.Err != "" {
 				fmt.Fprintf(&b, "| %s | %s | error: %s | |\n", r.Op, escapeCell(r.Lib), escapeCell(r.Err))
+				continue
+			}
+			if exec {
+				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.Op, escapeCell(r.Lib), num(r.RoundTrips), num(r.Commands), FormatNs(1e3*r.ServerUsec))
 				continue
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.Op, escapeCell(r.Lib), num(r.RoundTrips), num(r.Commands))

@@ -141,11 +141,12 @@ func TestSplice(t *testing.T) {
 
 func TestRTTableGroupsByStore(t *testing.T) {
 	out := RTTable([]RTRow{
-		{Store: "Redis", Op: "acquire (free)", Lib: "fencekit", RoundTrips: 1, Commands: 1},
-		{Store: "PostgreSQL", Op: "write", Lib: "fencekit Store.Put", RoundTrips: 1, Commands: 1},
+		{Store: "Redis", Op: "acquire (free)", Lib: "fencekit", RoundTrips: 1, Commands: 1, ServerUsec: 6.25},
+		{Store: "PostgreSQL", Op: "write", Lib: "fencekit Store.Put", RoundTrips: 1, Commands: 1, ServerUsec: math.NaN()},
 		{Store: "Redis", Op: "release", Lib: "go-redsync", Err: "boom"},
 	})
-	if !strings.Contains(out, "| Redis operation | library | round trips | commands |") ||
+	if !strings.Contains(out, "| Redis operation | library | round trips | commands | server execution time |") ||
+		!strings.Contains(out, "| acquire (free) | fencekit | 1 | 1 | 6.25 µs |") ||
 		!strings.Contains(out, "| PostgreSQL operation | library | round trips | statements |") ||
 		!strings.Contains(out, "error: boom") {
 		t.Errorf("RTTable:\n%s", out)

@@ -56,3 +56,15 @@ func TestPercentile(t *testing.T) {
 		t.Errorf("Percentile of one = %d", got)
 	}
 }
+
+func TestTrimmedMean(t *testing.T) {
+	if got := TrimmedMean([]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 100}, 0.9); got != 5 {
+		t.Errorf("TrimmedMean = %v, want 5 (the outlier left out)", got)
+	}
+	if got := TrimmedMean([]float64{2, 4}, 1); got != 3 {
+		t.Errorf("TrimmedMean(all) = %v, want 3", got)
+	}
+	if !math.IsNaN(TrimmedMean(nil, 0.9)) {
+		t.Errorf("TrimmedMean(nil) is not NaN")
+	}
+}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +30,26 @@ type Counter struct {
 	on       atomic.Bool
 	turns    atomic.Int64
 	commands atomic.Int64
+
+	mu    sync.Mutex
+	names map[string]int // Redis commands sent while enabled, by name
+}
+
+func (c *Counter) sent(name string, n int) {
+	c.mu.Lock()
+	if c.names == nil {
+		c.names = map[string]int{}
+	}
+	c.names[name] += n
+	c.mu.Unlock()
+}
+
+func (c *Counter) takeNames() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.names
+	c.names = nil
+	return n
 }
 
 // countingConn counts turns on one connection.
@@ -78,6 +101,7 @@ func (h redisHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		if h.c.on.Load() {
 			h.c.commands.Add(1)
+			h.c.sent(cmd.Name(), 1)
 		}
 		return next(ctx, cmd)
 	}
@@ -87,6 +111,9 @@ func (h redisHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
 		if h.c.on.Load() {
 			h.c.commands.Add(int64(len(cmds)))
+			for _, c := range cmds {
+				h.c.sent(c.Name(), 1)
+			}
 		}
 		return next(ctx, cmds)
 	}
@@ -113,17 +140,84 @@ type RTEnv struct {
 
 	counter *Counter
 	runs    int
+
+	// With serverTime set (a Redis of our own), Measure also reads how long
+	// the server spent executing the commands fn sent: CONFIG RESETSTAT
+	// before, INFO commandstats after, summing the usec of the commands the
+	// client sent (scripts' inner commands are inside EVALSHA's time).
+	serverTime bool
+	usecs      []float64 // per operation
+	ambiguous  bool
 }
 
 // Measure counts the round trips of fn. A case calls it exactly once per
 // run, around the operation it reports; what it does before and after
 // (taking a lock so that it can release it, say) is not counted.
 func (r *RTEnv) Measure(fn func() error) error {
+	ctx := context.Background()
+	if r.serverTime {
+		if err := r.Redis.ConfigResetStat(ctx).Err(); err != nil {
+			return err
+		}
+	}
+	r.counter.takeNames()
 	r.counter.on.Store(true)
 	err := fn()
 	r.counter.on.Store(false)
 	r.runs++
+	names := r.counter.takeNames()
+	if r.serverTime && err == nil {
+		stats, serr := commandStats(ctx, r.Redis)
+		if serr != nil {
+			return serr
+		}
+		var usec float64
+		for name, n := range names {
+			st := stats[name]
+			if st.calls != int64(n) {
+				// The same command ran inside a script too: its time
+				// cannot be told apart.
+				r.ambiguous = true
+			}
+			usec += st.usec
+		}
+		r.usecs = append(r.usecs, usec)
+	}
 	return err
+}
+
+type cmdStat struct {
+	calls int64
+	usec  float64
+}
+
+// commandStats parses INFO commandstats into per-command calls and usec.
+// Subcommands ("config|resetstat") keep their full names.
+func commandStats(ctx context.Context, c *goredis.Client) (map[string]cmdStat, error) {
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]cmdStat{}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
+		if !ok {
+			continue
+		}
+		name, fields, _ := strings.Cut(rest, ":")
+		var st cmdStat
+		for _, kv := range strings.Split(fields, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				st.calls, _ = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				st.usec, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		out[name] = st
+	}
+	return out, nil
 }
 
 // RTCase is one operation whose round trips are counted.
@@ -143,8 +237,16 @@ type RTResult struct {
 	Store, Op, Lib string
 	RoundTrips     float64
 	Commands       float64 // commands (Redis) or statements (PostgreSQL)
-	Err            error
+	// ServerUsec is the Redis server's execution time per operation (INFO
+	// commandstats, averaged over ServerTimeRuns); NaN when not measured
+	// (PostgreSQL, a shared Redis) or not attributable.
+	ServerUsec float64
+	Err        error
 }
+
+// ServerTimeRuns is how many times each Redis operation runs for its server
+// execution time.
+const ServerTimeRuns = 2000
 
 // RTRuns is how many times each operation is counted (after one warm-up run
 // that loads scripts and prepares statements).
@@ -200,6 +302,18 @@ func MeasureRoundTrips(ctx context.Context, env *Env) ([]RTResult, error) {
 		}
 		res.RoundTrips = float64(counter.turns.Load()) / RTRuns
 		res.Commands = float64(counter.commands.Load()) / RTRuns
+		res.ServerUsec = math.NaN()
+		if res.Err == nil && c.Store == "Redis" && env.RedisOwned {
+			r.serverTime, r.usecs, r.ambiguous, r.runs = true, nil, false, 0
+			var err error
+			for i := 0; i < ServerTimeRuns && err == nil; i++ {
+				err = c.Run(ctx, r)
+			}
+			r.serverTime = false
+			if err == nil && !r.ambiguous && len(r.usecs) == ServerTimeRuns {
+				res.ServerUsec = TrimmedMean(r.usecs, 0.9)
+			}
+		}
 		out = append(out, res)
 	}
 	return out, nil
@@ -362,4 +476,22 @@ func sortedRTCases() []RTCase {
 		return libRank(a.Lib) < libRank(b.Lib)
 	})
 	return out
+}
+
+// TrimmedMean is the mean of the lowest share of xs (0 < share <= 1): the
+// server's time per command is counted in whole microseconds of wall time,
+// so a mean is needed for resolution, and the slowest runs, where the
+// server was preempted by another process, are left out.
+func TrimmedMean(xs []float64, share float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	v := slices.Clone(xs)
+	slices.Sort(v)
+	n := max(int(math.Round(share*float64(len(v)))), 1)
+	var sum float64
+	for _, x := range v[:n] {
+		sum += x
+	}
+	return sum / float64(n)
 }

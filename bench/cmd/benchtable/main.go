@@ -167,7 +167,7 @@ func main() {
 			errs = append(errs, "round trips: "+err.Error())
 		}
 		for _, r := range res {
-			row := report.RTRow{Store: r.Store, Op: r.Op, Lib: r.Lib, RoundTrips: r.RoundTrips, Commands: r.Commands}
+			row := report.RTRow{Store: r.Store, Op: r.Op, Lib: r.Lib, RoundTrips: r.RoundTrips, Commands: r.Commands, ServerUsec: r.ServerUsec}
 			if r.Err != nil {
 				row.Err = r.Err.Error()
 				errs = append(errs, fmt.Sprintf("round trips %s/%s: %v", r.Lib, r.Op, r.Err))
@@ -216,7 +216,11 @@ func main() {
 		RTNote: fmt.Sprintf("Counted, not estimated: each client has one connection whose reads and writes are wrapped; a round trip is a write that follows a read. "+
 			"Commands come from a go-redis hook, statements from a pgx tracer. Each operation is counted over %d runs after a warm-up run "+
 			"(scripts cached, statements prepared). Without the warm-up, a script's first run costs one more round trip (EVALSHA, NOSCRIPT, EVAL) "+
-			"and a statement's first run on a connection one more (prepare).", suite.RTRuns),
+			"and a statement's first run on a connection one more (prepare). "+
+			"Server execution time (Redis of our own only): the usec that INFO commandstats charges to the commands the client sent "+
+			"(a script's inner commands are inside its EVALSHA), per operation, over %d runs, as the mean of the fastest 90%% "+
+			"(Redis counts whole microseconds of wall time, so a run in which another process preempted the server is left out): "+
+			"the server's own work, without network, syscalls or the client.", suite.RTRuns, suite.ServerTimeRuns),
 		Mem:     mem,
 		MemNote: memNote,
 		Errors:  errs,
