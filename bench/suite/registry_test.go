@@ -2,6 +2,7 @@ package suite
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -66,5 +67,17 @@ func TestTrimmedMean(t *testing.T) {
 	}
 	if !math.IsNaN(TrimmedMean(nil, 0.9)) {
 		t.Errorf("TrimmedMean(nil) is not NaN")
+	}
+}
+
+func TestSignature(t *testing.T) {
+	long := strings.Repeat("v", 200)
+	a := Signature(argStrings([]any{"EVALSHA", "abc", 2, "k1", "k2", int64(10000), []byte(long)}))
+	b := Signature([]string{"evalsha", "abc", "2", "k1", "k2", "10000", long[:128]})
+	if a != b {
+		t.Errorf("client and SLOWLOG forms differ:\n%q\n%q", a, b)
+	}
+	if Signature([]string{"get", "a b"}) == Signature([]string{"get", "a", "b"}) {
+		t.Errorf("signatures must not collide on spaces")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
@@ -31,25 +32,68 @@ type Counter struct {
 	turns    atomic.Int64
 	commands atomic.Int64
 
-	mu    sync.Mutex
-	names map[string]int // Redis commands sent while enabled, by name
+	mu   sync.Mutex
+	sigs map[string]int // Redis commands sent while enabled, by signature
 }
 
-func (c *Counter) sent(name string, n int) {
+func (c *Counter) sent(cmd goredis.Cmder) {
 	c.mu.Lock()
-	if c.names == nil {
-		c.names = map[string]int{}
+	if c.sigs == nil {
+		c.sigs = map[string]int{}
 	}
-	c.names[name] += n
+	c.sigs[Signature(argStrings(cmd.Args()))]++
 	c.mu.Unlock()
 }
 
-func (c *Counter) takeNames() map[string]int {
+func (c *Counter) takeSigs() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := c.names
-	c.names = nil
+	n := c.sigs
+	c.sigs = nil
 	return n
+}
+
+// argStrings renders a command's arguments as the server receives them.
+func argStrings(args []any) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			out[i] = v
+		case []byte:
+			out[i] = string(v)
+		case int:
+			out[i] = strconv.Itoa(v)
+		case int64:
+			out[i] = strconv.FormatInt(v, 10)
+		case float64:
+			out[i] = strconv.FormatFloat(v, 'f', -1, 64)
+		default:
+			out[i] = fmt.Sprint(v)
+		}
+	}
+	return out
+}
+
+// Signature identifies a command by its arguments, the way SLOWLOG keeps
+// them: at most 32 arguments, each cut to 128 bytes, the name lower-cased.
+func Signature(args []string) string {
+	var b strings.Builder
+	for i, a := range args {
+		if i == 32 {
+			break
+		}
+		if i == 0 {
+			a = strings.ToLower(a)
+		}
+		if len(a) > 128 {
+			a = a[:128]
+		}
+		b.WriteString(strconv.Itoa(len(a)))
+		b.WriteByte(':')
+		b.WriteString(a)
+	}
+	return b.String()
 }
 
 // countingConn counts turns on one connection.
@@ -101,7 +145,7 @@ func (h redisHook) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
 		if h.c.on.Load() {
 			h.c.commands.Add(1)
-			h.c.sent(cmd.Name(), 1)
+			h.c.sent(cmd)
 		}
 		return next(ctx, cmd)
 	}
@@ -112,7 +156,7 @@ func (h redisHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis
 		if h.c.on.Load() {
 			h.c.commands.Add(int64(len(cmds)))
 			for _, c := range cmds {
-				h.c.sent(c.Name(), 1)
+				h.c.sent(c)
 			}
 		}
 		return next(ctx, cmds)
@@ -141,83 +185,93 @@ type RTEnv struct {
 	counter *Counter
 	runs    int
 
-	// With serverTime set (a Redis of our own), Measure also reads how long
-	// the server spent executing the commands fn sent: CONFIG RESETSTAT
-	// before, INFO commandstats after, summing the usec of the commands the
-	// client sent (scripts' inner commands are inside EVALSHA's time).
+	// With serverTime set (a Redis of our own), Measure also keeps the
+	// signatures of the commands fn sent, to find them in the SLOWLOG.
 	serverTime bool
-	usecs      []float64 // per operation
-	ambiguous  bool
+	measured   map[string]int
 }
 
 // Measure counts the round trips of fn. A case calls it exactly once per
 // run, around the operation it reports; what it does before and after
 // (taking a lock so that it can release it, say) is not counted.
 func (r *RTEnv) Measure(fn func() error) error {
-	ctx := context.Background()
-	if r.serverTime {
-		if err := r.Redis.ConfigResetStat(ctx).Err(); err != nil {
-			return err
-		}
-	}
-	r.counter.takeNames()
+	r.counter.takeSigs()
 	r.counter.on.Store(true)
 	err := fn()
 	r.counter.on.Store(false)
 	r.runs++
-	names := r.counter.takeNames()
-	if r.serverTime && err == nil {
-		stats, serr := commandStats(ctx, r.Redis)
-		if serr != nil {
-			return serr
+	sigs := r.counter.takeSigs()
+	if r.serverTime {
+		for sig, n := range sigs {
+			r.measured[sig] += n
 		}
-		var usec float64
-		for name, n := range names {
-			st := stats[name]
-			if st.calls != int64(n) {
-				// The same command ran inside a script too: its time
-				// cannot be told apart.
-				r.ambiguous = true
-			}
-			usec += st.usec
-		}
-		r.usecs = append(r.usecs, usec)
 	}
 	return err
 }
 
-type cmdStat struct {
-	calls int64
-	usec  float64
-}
-
-// commandStats parses INFO commandstats into per-command calls and usec.
-// Subcommands ("config|resetstat") keep their full names.
-func commandStats(ctx context.Context, c *goredis.Client) (map[string]cmdStat, error) {
-	info, err := c.Info(ctx, "commandstats").Result()
+// serverTime runs c ServerTimeRuns times with every command in the SLOWLOG
+// (threshold 0) and returns the server's execution time per operation: for
+// each command the operation sends (found by its arguments; a script's inner
+// commands are inside its EVALSHA), the mean of its fastest 90% durations.
+// Redis times a command in whole microseconds of wall time, so a mean is
+// needed for resolution, and the slowest runs, where another process
+// preempted the server, are left out. NaN when a command the operation sent
+// cannot be told apart from one the case's setup sent.
+func serverTime(ctx context.Context, r *RTEnv, c RTCase) (float64, error) {
+	cfg := map[string]string{}
+	for _, k := range []string{"slowlog-log-slower-than", "slowlog-max-len"} {
+		v, err := r.Redis.ConfigGet(ctx, k).Result()
+		if err != nil {
+			return 0, err
+		}
+		cfg[k] = v[k]
+	}
+	defer func() {
+		for k, v := range cfg {
+			r.Redis.ConfigSet(ctx, k, v)
+		}
+	}()
+	if err := r.Redis.ConfigSet(ctx, "slowlog-max-len", strconv.Itoa(16*ServerTimeRuns)).Err(); err != nil {
+		return 0, err
+	}
+	if err := r.Redis.SlowLogReset(ctx).Err(); err != nil {
+		return 0, err
+	}
+	if err := r.Redis.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err(); err != nil {
+		return 0, err
+	}
+	r.serverTime, r.measured, r.runs = true, map[string]int{}, 0
+	var err error
+	for i := 0; i < ServerTimeRuns && err == nil; i++ {
+		err = c.Run(ctx, r)
+	}
+	r.serverTime = false
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	out := map[string]cmdStat{}
-	for _, line := range strings.Split(info, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
-		if !ok {
-			continue
-		}
-		name, fields, _ := strings.Cut(rest, ":")
-		var st cmdStat
-		for _, kv := range strings.Split(fields, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case "calls":
-				st.calls, _ = strconv.ParseInt(v, 10, 64)
-			case "usec":
-				st.usec, _ = strconv.ParseFloat(v, 64)
-			}
-		}
-		out[name] = st
+	if err := r.Redis.ConfigSet(ctx, "slowlog-log-slower-than", cfg["slowlog-log-slower-than"]).Err(); err != nil {
+		return 0, err
 	}
-	return out, nil
+	entries, err := r.Redis.SlowLogGet(ctx, int64(16*ServerTimeRuns)).Result()
+	if err != nil {
+		return 0, err
+	}
+	durations := map[string][]float64{}
+	for _, e := range entries {
+		sig := Signature(e.Args)
+		if _, ok := r.measured[sig]; ok {
+			durations[sig] = append(durations[sig], float64(e.Duration)/float64(time.Microsecond))
+		}
+	}
+	var perOp float64
+	for sig, n := range r.measured {
+		d := durations[sig]
+		if len(d) != n {
+			return math.NaN(), nil // setup sent the same command, or the log overflowed
+		}
+		perOp += TrimmedMean(d, 0.9) * float64(n) / ServerTimeRuns
+	}
+	return perOp, nil
 }
 
 // RTCase is one operation whose round trips are counted.
@@ -304,15 +358,7 @@ func MeasureRoundTrips(ctx context.Context, env *Env) ([]RTResult, error) {
 		res.Commands = float64(counter.commands.Load()) / RTRuns
 		res.ServerUsec = math.NaN()
 		if res.Err == nil && c.Store == "Redis" && env.RedisOwned {
-			r.serverTime, r.usecs, r.ambiguous, r.runs = true, nil, false, 0
-			var err error
-			for i := 0; i < ServerTimeRuns && err == nil; i++ {
-				err = c.Run(ctx, r)
-			}
-			r.serverTime = false
-			if err == nil && !r.ambiguous && len(r.usecs) == ServerTimeRuns {
-				res.ServerUsec = TrimmedMean(r.usecs, 0.9)
-			}
+			res.ServerUsec, res.Err = serverTime(ctx, r, c)
 		}
 		out = append(out, res)
 	}
@@ -478,10 +524,7 @@ func sortedRTCases() []RTCase {
 	return out
 }
 
-// TrimmedMean is the mean of the lowest share of xs (0 < share <= 1): the
-// server's time per command is counted in whole microseconds of wall time,
-// so a mean is needed for resolution, and the slowest runs, where the
-// server was preempted by another process, are left out.
+// TrimmedMean is the mean of the lowest share of xs (0 < share <= 1).
 func TrimmedMean(xs []float64, share float64) float64 {
 	if len(xs) == 0 {
 		return math.NaN()

@@ -217,9 +217,9 @@ func main() {
 			"Commands come from a go-redis hook, statements from a pgx tracer. Each operation is counted over %d runs after a warm-up run "+
 			"(scripts cached, statements prepared). Without the warm-up, a script's first run costs one more round trip (EVALSHA, NOSCRIPT, EVAL) "+
 			"and a statement's first run on a connection one more (prepare). "+
-			"Server execution time (Redis of our own only): the usec that INFO commandstats charges to the commands the client sent "+
-			"(a script's inner commands are inside its EVALSHA), per operation, over %d runs, as the mean of the fastest 90%% "+
-			"(Redis counts whole microseconds of wall time, so a run in which another process preempted the server is left out): "+
+			"Server execution time (Redis of our own only): the duration the SLOWLOG (threshold 0) records for each command the client sent "+
+			"(found by its arguments; a script's inner commands are inside its EVALSHA), per operation, over %d runs, as the mean of the fastest 90%% "+
+			"(Redis counts whole microseconds of wall time, so runs in which another process preempted the server are left out): "+
 			"the server's own work, without network, syscalls or the client.", suite.RTRuns, suite.ServerTimeRuns),
 		Mem:     mem,
 		MemNote: memNote,
