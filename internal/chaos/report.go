@@ -31,6 +31,7 @@ type Report struct {
 	Increments      int // distinct increments that landed (acknowledged, or ambiguous and seen later)
 	StaleRefused    int // Put and Advance calls refused as stale
 	StaleAccepted   int // Put and Advance calls accepted after a newer holder's write had returned
+	UnknownWrites   int // Put and Advance calls whose outcome the worker did not learn (then retried)
 	Ambiguous       int // increments whose outcome stayed unknown
 	AmbiguousLanded int // of those, the ones a later read saw
 	Final           int64
@@ -91,6 +92,7 @@ func (r *Report) Print(w io.Writer) {
 	row("writes (Put calls)", r.Writes)
 	row("stale writes refused", r.StaleRefused)
 	row("stale writes accepted (must be 0)", r.StaleAccepted)
+	row("writes with unknown outcome", fmt.Sprintf("%d (retried with the same token)", r.UnknownWrites))
 	row("increments that landed", r.Increments)
 	if r.Ambiguous > 0 {
 		row("increments with unknown outcome", fmt.Sprintf("%d (%d seen later, counted as landed)", r.Ambiguous, r.AmbiguousLanded))
@@ -150,6 +152,8 @@ func (r *runner) check(hist []Op, final []Op) *Report {
 			seen[o.ID] = true
 		case (o.Kind == Put || o.Kind == Advance) && o.Outcome == Stale:
 			rep.StaleRefused++
+		case (o.Kind == Put || o.Kind == Advance) && o.Outcome == Unknown:
+			rep.UnknownWrites++
 		}
 		if o.Kind == Put {
 			rep.Writes++
