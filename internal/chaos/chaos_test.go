@@ -351,3 +351,38 @@ func TestRunCatchesBrokenAdapters(t *testing.T) {
 		t.Fatalf("a backend whose tokens wrap around passed:\n%s", out.String())
 	}
 }
+
+// The history of a write resent by the client library: the first send
+// landed, a newer holder wrote, and the resend was refused, so the caller
+// was told "stale" (nothing changed) about a write that had landed. The
+// checker must flag it.
+func TestCheckCatchesAStaleReportForAWriteThatLanded(t *testing.T) {
+	ops := []Op{
+		{Kind: Acquire, Worker: 0, Token: 1, Outcome: OK, Call: 0, Return: 10},
+		{Kind: Advance, Worker: 0, Token: 1, Outcome: OK, Call: 20, Return: 30},
+		{Kind: Get, Worker: 0, FenceOK: true, Fence: 1, Outcome: OK, Call: 40, Return: 50},
+		// Sent at 60 and applied; the reply is lost, the library resends
+		// after holder 2 advanced, and the resend is refused.
+		{Kind: Put, Worker: 0, Token: 1, Value: 1, ID: 1, Outcome: Stale, Call: 60, Return: 400},
+		{Kind: Acquire, Worker: 1, Token: 2, Outcome: OK, Call: 100, Return: 110},
+		{Kind: Advance, Worker: 1, Token: 2, Outcome: OK, Call: 120, Return: 130},
+		{Kind: Get, Worker: 1, Value: 1, ID: 1, FenceOK: true, Fence: 2, Outcome: OK, Call: 140, Return: 150},
+		{Kind: Put, Worker: 1, Token: 2, Value: 2, ID: 2, Outcome: OK, Call: 160, Return: 170},
+	}
+	final := []Op{{Kind: Get, Worker: 2, Value: 2, ID: 2, FenceOK: true, Fence: 2, Outcome: OK, Call: 500, Return: 510}}
+	r := &runner{cfg: Config{Keys: 1, Workers: 2, CheckTimeout: 10 * time.Second}}
+	rep := r.check(append(ops, final...), final)
+	if rep.OK() || rep.Extra != 1 || rep.Register.Result != porcupine.Illegal {
+		var out bytes.Buffer
+		rep.Print(&out)
+		t.Fatalf("a stale report for a write that landed passed:\n%s", out.String())
+	}
+	// The same history told truthfully (the write's outcome unknown) passes.
+	ops[3].Outcome = Unknown
+	rep = r.check(append(ops, final...), final)
+	if !rep.OK() || rep.Increments != 2 {
+		var out bytes.Buffer
+		rep.Print(&out)
+		t.Fatalf("the truthful history failed:\n%s", out.String())
+	}
+}
