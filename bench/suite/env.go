@@ -463,3 +463,52 @@ func Percentile(sorted []int64, p float64) int64 {
 // errUnexpected marks a result that a case did not expect (a lock held in a
 // group where nobody else takes it, say).
 var errUnexpected = errors.New("unexpected result")
+
+// OpLatency is what Interleave measured for one case.
+type OpLatency struct {
+	P50, P90 time.Duration
+	Ops      int
+}
+
+// Interleave measures the cases' operations (they must have Op) in one loop,
+// one operation of each in turn, the starting case rotating every turn,
+// for about perCase each. Every case then sees the same moments of the
+// machine: on a shared machine whose loopback latency jumps between two
+// regimes from one second to the next, a row measured seconds after its
+// baseline can land in the other regime, while rows interleaved operation by
+// operation cannot.
+func (e *Env) Interleave(cs []Case, perCase time.Duration) (map[string]OpLatency, error) {
+	ctx := context.Background()
+	ops := make([]op, len(cs))
+	for i, c := range cs {
+		if c.Op == nil {
+			return nil, fmt.Errorf("case %s has no Op", c.ID())
+		}
+		o, err := c.Op(e)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.ID(), err)
+		}
+		if _, err := o(ctx); err != nil { // warm: connection, script, statement
+			return nil, fmt.Errorf("%s: %w", c.ID(), err)
+		}
+		ops[i] = o
+	}
+	lat := make([][]int64, len(cs))
+	deadline := time.Now().Add(perCase * time.Duration(len(cs)))
+	for turn := 0; time.Now().Before(deadline); turn++ {
+		for j := range cs {
+			i := (j + turn) % len(cs)
+			start := time.Now()
+			if _, err := ops[i](ctx); err != nil {
+				return nil, fmt.Errorf("%s: %w", cs[i].ID(), err)
+			}
+			lat[i] = append(lat[i], int64(time.Since(start)))
+		}
+	}
+	out := map[string]OpLatency{}
+	for i, c := range cs {
+		slices.Sort(lat[i])
+		out[c.ID()] = OpLatency{P50: time.Duration(Percentile(lat[i], 50)), P90: time.Duration(Percentile(lat[i], 90)), Ops: len(lat[i])}
+	}
+	return out, nil
+}

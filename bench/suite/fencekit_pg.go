@@ -17,12 +17,12 @@ import (
 // Backend, on this run's own tables (made by Migrate).
 
 func init() {
-	addCase(Case{Group: "pg-write-1", Name: "fencekit Store.Put", Order: 1, Run: benchPGPut1})
+	addCase(Case{Group: "pg-write-1", Name: "fencekit Store.Put", Order: 1, Op: benchPGPut1})
 	addCase(Case{Group: "pg-write-32", Name: "fencekit Store.Put", Order: 1, Run: benchPGPut32})
-	addCase(Case{Group: "pg-tx-1", Name: "Guard.Check + transaction", Order: 1, Run: benchGuardTx})
-	addCase(Case{Group: "pg-row-1", Name: "UpdateFenced", Order: 1, Run: benchUpdateFenced})
-	addCase(Case{Group: "pg-lock-1", Name: "fencekit Backend", Order: 1, Run: benchPGBackend})
-	addCase(Case{Group: "pg-lock-1", Name: "fencekit Client", Order: 2, Run: benchPGClient})
+	addCase(Case{Group: "pg-tx-1", Name: "Guard.Check + transaction", Order: 1, Op: benchGuardTx})
+	addCase(Case{Group: "pg-row-1", Name: "UpdateFenced", Order: 1, Op: benchUpdateFenced})
+	addCase(Case{Group: "pg-lock-1", Name: "fencekit Backend", Order: 1, Op: benchPGBackend})
+	addCase(Case{Group: "pg-lock-1", Name: "fencekit Client", Order: 2, Op: benchPGClient})
 	setups = append(setups, setupFencekitPG)
 	cleanups = append(cleanups, cleanupFencekitPG)
 }
@@ -49,12 +49,12 @@ func cleanupFencekitPG(ctx context.Context, e *Env) {
 	_, _ = e.PG.Exec(ctx, fmt.Sprintf(`DROP TABLE IF EXISTS %s, %s`, o.StoreTable.Sanitize(), o.LeaseTable.Sanitize()))
 }
 
-func benchPGPut1(b *testing.B, e *Env) {
+func benchPGPut1(e *Env) (op, error) {
 	s := fencepg.NewStore(e.PG, e.pgOptions())
 	key := e.Key("upsert", "lat")
-	runSerial(b, e, func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
 		return true, s.Put(ctx, key, 1, e.Value)
-	})
+	}, nil
 }
 
 func benchPGPut32(b *testing.B, e *Env) {
@@ -66,42 +66,42 @@ func benchPGPut32(b *testing.B, e *Env) {
 	b.ReportMetric(float64(b.N)/st.Elapsed.Seconds(), "ops/s")
 }
 
-func benchGuardTx(b *testing.B, e *Env) {
+func benchGuardTx(e *Env) (op, error) {
 	g := fencepg.NewGuard(e.pgOptions())
 	resource := e.Key("account", 1)
-	benchTx(b, e, func(ctx context.Context, tx pgx.Tx) error {
+	return benchTx(e, func(ctx context.Context, tx pgx.Tx) error {
 		return g.Check(ctx, tx, resource, 1)
 	})
 }
 
-func benchUpdateFenced(b *testing.B, e *Env) {
+func benchUpdateFenced(e *Env) (op, error) {
 	row := fencepg.Row{Table: pgx.Identifier{e.Table("accounts")}, Key: int64(3)}
 	var n int64
-	runSerial(b, e, func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
 		n++
 		return true, fencepg.UpdateFenced(ctx, e.PG, row, 1, map[string]any{"balance": n})
-	})
+	}, nil
 }
 
-func benchPGBackend(b *testing.B, e *Env) {
+func benchPGBackend(e *Env) (op, error) {
 	be := fencepg.NewBackend(e.PG, e.pgOptions())
 	owner, err := lock.NewOwner()
 	if err != nil {
-		e.fatal(b, err)
+		return nil, err
 	}
 	name := e.Key("pglock", "backend")
-	runSerial(b, e, func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
 		if _, err := be.Acquire(ctx, name, owner, TTL); err != nil {
 			return false, err
 		}
 		return true, be.Release(ctx, name, owner)
-	})
+	}, nil
 }
 
-func benchPGClient(b *testing.B, e *Env) {
+func benchPGClient(e *Env) (op, error) {
 	c := lock.New(fencepg.NewBackend(e.PG, e.pgOptions()), nil)
 	name := e.Key("pglock", "client")
-	runSerial(b, e, func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
 		l, err := c.TryAcquire(ctx, name, TTL)
 		if err != nil {
 			if errors.Is(err, lock.ErrHeld) {
@@ -110,7 +110,7 @@ func benchPGClient(b *testing.B, e *Env) {
 			return false, err
 		}
 		return true, l.Release(ctx)
-	})
+	}, nil
 }
 
 func init() {

@@ -20,9 +20,9 @@ func init() {
 	addLockImpl(lockImpl{name: "fencekit Client", order: 2, newWorker: newFencekitClientWorker})
 	addLockImpl(lockImpl{name: "fencekit Backend", order: 3, newWorker: newFencekitBackendWorker})
 
-	addCase(Case{Group: "redis-write-1", Name: "fencekit Store.Put", Order: 1, Run: benchFencedPut1})
+	addCase(Case{Group: "redis-write-1", Name: "fencekit Store.Put", Order: 1, Op: benchFencedPut1})
 	addCase(Case{Group: "redis-write-32", Name: "fencekit Store.Put", Order: 1, Run: benchFencedPut32})
-	addCase(Case{Group: "redis-read-1", Name: "fencekit Store.Get", Order: 1, Run: benchFencedGet1})
+	addCase(Case{Group: "redis-read-1", Name: "fencekit Store.Get", Order: 1, Op: benchFencedGet1})
 }
 
 func (e *Env) fencekitBackend() *fenceredis.Backend { return fenceredis.NewBackend(e.Redis, nil) }
@@ -69,12 +69,12 @@ func (w fencekitBackendWorker) cycle(ctx context.Context, key string) (bool, err
 	return true, w.b.Release(ctx, key, w.owner)
 }
 
-func benchFencedPut1(b *testing.B, e *Env) {
+func benchFencedPut1(e *Env) (op, error) {
 	s := e.fencekitStore()
 	key := e.Key("put", "lat")
-	runSerial(b, e, func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
 		return true, s.Put(ctx, key, 1, e.Value)
-	})
+	}, nil
 }
 
 func benchFencedPut32(b *testing.B, e *Env) {
@@ -86,20 +86,20 @@ func benchFencedPut32(b *testing.B, e *Env) {
 	b.ReportMetric(float64(b.N)/st.Elapsed.Seconds(), "ops/s")
 }
 
-func benchFencedGet1(b *testing.B, e *Env) {
+func benchFencedGet1(e *Env) (op, error) {
 	s := e.fencekitStore()
 	ctx := context.Background()
 	key := e.Key("get", "fenced")
 	if err := s.Put(ctx, key, 1, e.Value); err != nil {
-		e.fatal(b, err)
+		return nil, err
 	}
-	runSerial(b, e, func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
 		rec, err := s.Get(ctx, key)
 		if err == nil && (len(rec.Value) != len(e.Value) || rec.Fence != fence.Token(1)) {
 			err = fmt.Errorf("fencekit Store.Get: got %d bytes, fence %d: %w", len(rec.Value), rec.Fence, errUnexpected)
 		}
 		return true, err
-	})
+	}, nil
 }
 
 func init() {

@@ -30,7 +30,7 @@ var lockImpls []lockImpl
 func addLockImpl(li lockImpl) {
 	lockImpls = append(lockImpls, li)
 	addCase(Case{Group: "redis-cycle-1", Name: li.name, Baseline: li.baseline, Order: li.order,
-		Run: func(b *testing.B, e *Env) { benchCycleLatency(b, e, li) }})
+		Op: func(e *Env) (op, error) { return benchCycleLatency(e, li) }})
 	addCase(Case{Group: "redis-cycle-32", Name: li.name, Baseline: li.baseline, Order: li.order,
 		Run: func(b *testing.B, e *Env) { benchCycleThroughput(b, e, li) }})
 	addCase(Case{Group: "redis-contend-32", Name: li.name, Baseline: li.baseline, Order: li.order,
@@ -50,16 +50,16 @@ func init() {
 			"The spread is of per-worker wins per second; CV = stddev / mean."})
 }
 
-func benchCycleLatency(b *testing.B, e *Env, li lockImpl) {
+func benchCycleLatency(e *Env, li lockImpl) (op, error) {
 	key := e.Key(li.name, "lat")
 	w := li.newWorker(e, 0)
-	runSerial(b, e, func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
 		ok, err := w.cycle(ctx, key)
 		if err == nil && !ok {
 			err = fmt.Errorf("%s: free lock %q not acquired: %w", li.name, key, errUnexpected)
 		}
 		return ok, err
-	})
+	}, nil
 }
 
 func benchCycleThroughput(b *testing.B, e *Env, li lockImpl) {

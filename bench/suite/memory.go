@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"testing"
 
 	"github.com/fencekit/fencekit/adapters/memory"
 	"github.com/fencekit/fencekit/lock"
@@ -17,51 +16,50 @@ func init() {
 	addGroup(Group{ID: "memory", Title: "adapters/memory, 1 goroutine",
 		Kind: Latency, Needs: NeedNothing, NoPlot: true,
 		Note: "The baseline copies the value into a map under a mutex: the floor for an in-process fenced write."})
-	addCase(Case{Group: "memory", Name: "plain map+mutex write", Baseline: true, Run: benchMapWrite})
-	addCase(Case{Group: "memory", Name: "Store.Put", Order: 1, Run: benchMemoryPut})
-	addCase(Case{Group: "memory", Name: "Backend Acquire+Release", Order: 2, Run: benchMemoryBackend})
-	addCase(Case{Group: "memory", Name: "Client TryAcquire+Release", Order: 3, Run: benchMemoryClient})
+	addCase(Case{Group: "memory", Name: "plain map+mutex write", Baseline: true, Op: benchMapWrite})
+	addCase(Case{Group: "memory", Name: "Store.Put", Order: 1, Op: benchMemoryPut})
+	addCase(Case{Group: "memory", Name: "Backend Acquire+Release", Order: 2, Op: benchMemoryBackend})
+	addCase(Case{Group: "memory", Name: "Client TryAcquire+Release", Order: 3, Op: benchMemoryClient})
 }
 
-func benchMapWrite(b *testing.B, e *Env) {
+func benchMapWrite(e *Env) (op, error) {
 	var mu sync.Mutex
 	m := map[string][]byte{}
 	key := "k"
-	b.ReportAllocs()
-	runSerial(b, e, func(context.Context) (bool, error) {
+	return func(context.Context) (bool, error) {
 		v := make([]byte, len(e.Value))
 		copy(v, e.Value)
 		mu.Lock()
 		m[key] = v
 		mu.Unlock()
 		return true, nil
-	})
+	}, nil
 }
 
-func benchMemoryPut(b *testing.B, e *Env) {
+func benchMemoryPut(e *Env) (op, error) {
 	s := memory.NewStore()
-	runSerial(b, e, func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
 		return true, s.Put(ctx, "k", 1, e.Value)
-	})
+	}, nil
 }
 
-func benchMemoryBackend(b *testing.B, e *Env) {
+func benchMemoryBackend(e *Env) (op, error) {
 	be := memory.NewBackend()
 	owner, err := lock.NewOwner()
 	if err != nil {
-		e.fatal(b, err)
+		return nil, err
 	}
-	runSerial(b, e, func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
 		if _, err := be.Acquire(ctx, "k", owner, TTL); err != nil {
 			return false, err
 		}
 		return true, be.Release(ctx, "k", owner)
-	})
+	}, nil
 }
 
-func benchMemoryClient(b *testing.B, e *Env) {
+func benchMemoryClient(e *Env) (op, error) {
 	c := lock.New(memory.NewBackend(), nil)
-	runSerial(b, e, func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
 		l, err := c.TryAcquire(ctx, "k", TTL)
 		if err != nil {
 			if errors.Is(err, lock.ErrHeld) {
@@ -70,5 +68,5 @@ func benchMemoryClient(b *testing.B, e *Env) {
 			return false, err
 		}
 		return true, l.Release(ctx)
-	})
+	}, nil
 }

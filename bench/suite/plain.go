@@ -18,16 +18,16 @@ func init() {
 		Kind: Latency, Needs: NeedRedis,
 		Note: "Store.Get returns the value and its fence with one HMGET."})
 
-	addCase(Case{Group: "redis-write-1", Name: "plain SET", Baseline: true, Run: benchSet1})
+	addCase(Case{Group: "redis-write-1", Name: "plain SET", Baseline: true, Op: benchSet1})
 	addCase(Case{Group: "redis-write-32", Name: "plain SET", Baseline: true, Run: benchSet32})
-	addCase(Case{Group: "redis-read-1", Name: "plain GET", Baseline: true, Run: benchGet1})
+	addCase(Case{Group: "redis-read-1", Name: "plain GET", Baseline: true, Op: benchGet1})
 }
 
-func benchSet1(b *testing.B, e *Env) {
+func benchSet1(e *Env) (op, error) {
 	key := e.Key("set", "lat")
-	runSerial(b, e, func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
 		return true, e.Redis.Set(ctx, key, e.Value, 0).Err()
-	})
+	}, nil
 }
 
 func benchSet32(b *testing.B, e *Env) {
@@ -38,16 +38,16 @@ func benchSet32(b *testing.B, e *Env) {
 	b.ReportMetric(float64(b.N)/st.Elapsed.Seconds(), "ops/s")
 }
 
-func benchGet1(b *testing.B, e *Env) {
+func benchGet1(e *Env) (op, error) {
 	key := e.Key("get", "plain")
 	if err := e.Redis.Set(context.Background(), key, e.Value, 0).Err(); err != nil {
-		e.fatal(b, err)
+		return nil, err
 	}
-	runSerial(b, e, func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
 		v, err := e.Redis.Get(ctx, key).Bytes()
 		if err == nil && len(v) != len(e.Value) {
 			err = fmt.Errorf("GET: %d bytes: %w", len(v), errUnexpected)
 		}
 		return true, err
-	})
+	}, nil
 }

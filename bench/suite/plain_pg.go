@@ -31,11 +31,11 @@ func init() {
 		Note: "Baseline: pg_try_advisory_lock + pg_advisory_unlock on one pooled connection (session-bound, no token). " +
 			"fencekit's lease row works on any connection and survives the session."})
 
-	addCase(Case{Group: "pg-write-1", Name: "plain upsert", Baseline: true, Run: benchPlainUpsert1})
+	addCase(Case{Group: "pg-write-1", Name: "plain upsert", Baseline: true, Op: benchPlainUpsert1})
 	addCase(Case{Group: "pg-write-32", Name: "plain upsert", Baseline: true, Run: benchPlainUpsert32})
-	addCase(Case{Group: "pg-tx-1", Name: "plain transaction", Baseline: true, Run: func(b *testing.B, e *Env) { benchTx(b, e, nil) }})
-	addCase(Case{Group: "pg-row-1", Name: "plain UPDATE", Baseline: true, Run: benchPlainUpdate})
-	addCase(Case{Group: "pg-lock-1", Name: "advisory lock+unlock", Baseline: true, Run: benchAdvisory})
+	addCase(Case{Group: "pg-tx-1", Name: "plain transaction", Baseline: true, Op: func(e *Env) (op, error) { return benchTx(e, nil) }})
+	addCase(Case{Group: "pg-row-1", Name: "plain UPDATE", Baseline: true, Op: benchPlainUpdate})
+	addCase(Case{Group: "pg-lock-1", Name: "advisory lock+unlock", Baseline: true, Op: benchAdvisory})
 
 	setups = append(setups, setupPG)
 	cleanups = append(cleanups, cleanupPG)
@@ -73,12 +73,12 @@ func (e *Env) plainUpsertSQL() string {
 	return fmt.Sprintf(`INSERT INTO %s AS t (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`, e.plainTable())
 }
 
-func benchPlainUpsert1(b *testing.B, e *Env) {
+func benchPlainUpsert1(e *Env) (op, error) {
 	q, key := e.plainUpsertSQL(), e.Key("upsert", "lat")
-	runSerial(b, e, func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
 		_, err := e.PG.Exec(ctx, q, key, e.Value)
 		return true, err
-	})
+	}, nil
 }
 
 func benchPlainUpsert32(b *testing.B, e *Env) {
@@ -94,25 +94,25 @@ func benchPlainUpsert32(b *testing.B, e *Env) {
 }
 
 // benchTx runs the account transaction; check, when set, runs first inside it.
-func benchTx(b *testing.B, e *Env, check func(ctx context.Context, tx pgx.Tx) error) {
-	runSerial(b, e, func(ctx context.Context) (bool, error) {
+func benchTx(e *Env, check func(ctx context.Context, tx pgx.Tx) error) (op, error) {
+	return func(ctx context.Context) (bool, error) {
 		return true, accountTx(ctx, e.PG, e, check)
-	})
+	}, nil
 }
 
-func benchPlainUpdate(b *testing.B, e *Env) {
+func benchPlainUpdate(e *Env) (op, error) {
 	q := fmt.Sprintf(`UPDATE %s SET balance = $1 WHERE id = $2`, e.accountsTable())
 	var n int64
-	runSerial(b, e, func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
 		n++
 		_, err := e.PG.Exec(ctx, q, n, int64(2))
 		return true, err
-	})
+	}, nil
 }
 
-func benchAdvisory(b *testing.B, e *Env) {
+func benchAdvisory(e *Env) (op, error) {
 	key := int64(0x6b636e6562) // arbitrary, this run's own server or a rarely used id
-	runSerial(b, e, func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
 		c, err := e.PG.Acquire(ctx)
 		if err != nil {
 			return false, err
@@ -127,5 +127,5 @@ func benchAdvisory(b *testing.B, e *Env) {
 		}
 		_, err = c.Exec(ctx, `SELECT pg_advisory_unlock($1)`, key)
 		return true, err
-	})
+	}, nil
 }

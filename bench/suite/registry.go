@@ -49,7 +49,11 @@ type Case struct {
 	Name     string
 	Baseline bool
 	Order    int // rows sort by Order within their group
-	Run      func(b *testing.B, e *Env)
+	// Run is the benchmark. Cases of the one-goroutine groups give Op
+	// instead, and Run then calls it b.N times; benchtable also interleaves
+	// the Ops of a group operation by operation (Env.Interleave).
+	Run func(b *testing.B, e *Env)
+	Op  func(e *Env) (op, error)
 }
 
 // ID is the case's path, "group/name", as used by -run filters and
@@ -66,7 +70,19 @@ func addGroup(g Group) {
 	groups[g.ID] = &g
 }
 
-func addCase(c Case) { cases = append(cases, c) }
+func addCase(c Case) {
+	if c.Run == nil && c.Op != nil {
+		newOp := c.Op
+		c.Run = func(b *testing.B, e *Env) {
+			o, err := newOp(e)
+			if err != nil {
+				e.fatal(b, err)
+			}
+			runSerial(b, e, o)
+		}
+	}
+	cases = append(cases, c)
+}
 
 // Groups returns the groups in the order they were declared.
 func Groups() []Group {
