@@ -177,7 +177,7 @@ func SVG(groups []GroupSummary, targets []Target) string {
 		for t := 0.0; t <= ratioMax+1e-9; t += step {
 			ticks = append(ticks, t)
 		}
-		drawPanel("Cost relative to each group's baseline: median latency (1 goroutine) or time per op (32); median of same-round ratios, whiskers min–max, red = target",
+		drawPanel("Cost vs each group's baseline (median of same-round ratios; whiskers: min–max; red: target; lower is better)",
 			ratioBars, ratioMax, ticks, func(t float64) string { return fmt.Sprintf("%g×", t) }, 1)
 	}
 	if len(contBars) > 0 {
