@@ -12,7 +12,7 @@ import (
 
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/chaos"
-	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/internal/faultproxy"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -73,7 +73,7 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	name := *backendName
 	var network chaos.Network
-	var proxy *testkit.Proxy
+	var proxy *faultproxy.Proxy
 	backend, store, closeFn, err := func() (lock.Backend, fence.Store, func(), error) {
 		if _, known := backends[name]; !known || name == "memory" || !*faults {
 			return openBackend(ctx, name)
@@ -138,7 +138,7 @@ type opened struct {
 
 // openBehindProxy starts a proxy in front of the server that -redis-url or
 // -postgres-url names, and opens the backend through it.
-func openBehindProxy(ctx context.Context, name string) (*testkit.Proxy, opened, error) {
+func openBehindProxy(ctx context.Context, name string) (*faultproxy.Proxy, opened, error) {
 	var raw string
 	switch name {
 	case "redis":
@@ -160,7 +160,7 @@ func openBehindProxy(ctx context.Context, name string) (*testkit.Proxy, opened, 
 		}
 		target = net.JoinHostPort(u.Hostname(), port)
 	}
-	p, err := testkit.StartProxy(target)
+	p, err := faultproxy.Start(target)
 	if err != nil {
 		return nil, opened{}, err
 	}

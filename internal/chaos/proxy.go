@@ -3,18 +3,18 @@ package chaos
 import (
 	"time"
 
-	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/internal/faultproxy"
 )
 
 // ProxyNetwork injects the runner's network faults through p.
-func ProxyNetwork(p *testkit.Proxy) Network { return proxyNetwork{p} }
+func ProxyNetwork(p *faultproxy.Proxy) Network { return proxyNetwork{p} }
 
-type proxyNetwork struct{ p *testkit.Proxy }
+type proxyNetwork struct{ p *faultproxy.Proxy }
 
 // Delay splits d between the two directions, so a round trip takes d longer.
 func (n proxyNetwork) Delay(d time.Duration) {
-	n.p.SetLatency(testkit.Upstream, d/2)
-	n.p.SetLatency(testkit.Downstream, d-d/2)
+	n.p.SetLatency(faultproxy.Upstream, d/2)
+	n.p.SetLatency(faultproxy.Downstream, d-d/2)
 }
 
 func (n proxyNetwork) Cut()       { n.p.CutAll() }

@@ -13,6 +13,7 @@ import (
 	"github.com/fencekit/fencekit/adapters/memory"
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/faultproxy"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
 )
@@ -96,7 +97,7 @@ func TestRedisRestartWithoutPersistence(t *testing.T) {
 // replicatedPair starts a primary and a replica that replicates through a
 // proxy, so that a test can stop replication at an exact point: refuse new
 // connections and cut the link.
-func replicatedPair(t *testing.T) (primary, replica *testkit.RedisServer, link *testkit.Proxy) {
+func replicatedPair(t *testing.T) (primary, replica *testkit.RedisServer, link *faultproxy.Proxy) {
 	t.Helper()
 	primary = testkit.NewRedisServer(t)
 	link = testkit.NewProxy(t, primary.Addr())
@@ -141,7 +142,7 @@ func replicaOffset(line string) string {
 	return ""
 }
 
-func stopReplication(link *testkit.Proxy) {
+func stopReplication(link *faultproxy.Proxy) {
 	link.RefuseNew(true)
 	link.CutAll()
 }

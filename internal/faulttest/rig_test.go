@@ -26,6 +26,7 @@ import (
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/chaos"
+	"github.com/fencekit/fencekit/internal/faultproxy"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
 )
@@ -221,12 +222,12 @@ func warmUp(t *testing.T, r *rig) {
 }
 
 // proxyFaults drives testkit's proxy.
-type proxyFaults struct{ p *testkit.Proxy }
+type proxyFaults struct{ p *faultproxy.Proxy }
 
 func (f proxyFaults) dropNextReply() <-chan struct{} { return f.p.DropNextReply() }
 func (f proxyFaults) delay(up, down time.Duration) {
-	f.p.SetLatency(testkit.Upstream, up)
-	f.p.SetLatency(testkit.Downstream, down)
+	f.p.SetLatency(faultproxy.Upstream, up)
+	f.p.SetLatency(faultproxy.Downstream, down)
 }
 func (f proxyFaults) cut() { f.p.RefuseNew(true); f.p.CutAll() }
 func (f proxyFaults) heal() {

@@ -1,4 +1,4 @@
-package testkit
+package faultproxy
 
 import (
 	"bufio"
@@ -100,7 +100,7 @@ func proxyIsTimeout(err error) bool {
 
 func TestProxyForwards(t *testing.T) {
 	srv := newProxyLineServer(t)
-	p := NewProxy(t, srv.addr())
+	p := newProxy(t, srv.addr())
 	if !strings.HasPrefix(p.Addr(), "127.0.0.1:") {
 		t.Fatalf("proxy listens on %s, want loopback", p.Addr())
 	}
@@ -118,7 +118,7 @@ func TestProxyForwards(t *testing.T) {
 
 func TestProxyLatency(t *testing.T) {
 	srv := newProxyLineServer(t)
-	p := NewProxy(t, srv.addr())
+	p := newProxy(t, srv.addr())
 	c := proxyDial(t, p.Addr())
 	proxyMustCall(t, c, "warm")
 	const lat = 150 * time.Millisecond
@@ -145,7 +145,7 @@ func TestProxyLatency(t *testing.T) {
 
 func TestProxyHoldAndUnhold(t *testing.T) {
 	srv := newProxyLineServer(t)
-	p := NewProxy(t, srv.addr())
+	p := newProxy(t, srv.addr())
 	c := proxyDial(t, p.Addr())
 	proxyMustCall(t, c, "warm")
 
@@ -182,7 +182,7 @@ func TestProxyHoldAndUnhold(t *testing.T) {
 
 func TestProxyDropNextReply(t *testing.T) {
 	srv := newProxyLineServer(t)
-	p := NewProxy(t, srv.addr())
+	p := newProxy(t, srv.addr())
 	c := proxyDial(t, p.Addr())
 	proxyMustCall(t, c, "warm")
 
@@ -207,7 +207,7 @@ func TestProxyDropNextReply(t *testing.T) {
 
 func TestProxyDropGoesToTheNextRequest(t *testing.T) {
 	srv := newProxyLineServer(t)
-	p := NewProxy(t, srv.addr())
+	p := newProxy(t, srv.addr())
 	idle := proxyDial(t, p.Addr())
 	proxyMustCall(t, idle, "warm")
 
@@ -245,7 +245,7 @@ func TestProxyDropGoesToTheNextRequest(t *testing.T) {
 
 func TestProxyCutAllAndRefuse(t *testing.T) {
 	srv := newProxyLineServer(t)
-	p := NewProxy(t, srv.addr())
+	p := newProxy(t, srv.addr())
 	c := proxyDial(t, p.Addr())
 	proxyMustCall(t, c, "warm")
 
@@ -274,7 +274,7 @@ func TestProxyCutAllAndRefuse(t *testing.T) {
 
 func TestProxyCloseEndsConnections(t *testing.T) {
 	srv := newProxyLineServer(t)
-	p, err := StartProxy(srv.addr())
+	p, err := Start(srv.addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestProxyCloseEndsConnections(t *testing.T) {
 		t.Fatal("a closed proxy still accepts connections")
 	}
 	<-p.DropNextReply() // after Close: already closed
-	if _, err := StartProxy("no-port"); err == nil {
+	if _, err := Start("no-port"); err == nil {
 		t.Fatal("StartProxy accepted a target without a port")
 	}
 }
@@ -311,4 +311,14 @@ func proxyWaitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+func newProxy(t *testing.T, target string) *Proxy {
+	t.Helper()
+	p, err := Start(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
 }
