@@ -230,12 +230,51 @@ func TestReleaseAfterANetworkErrorCanBeRetried(t *testing.T) {
 	if err := l.Release(context.Background()); err != nil {
 		t.Fatalf("retried Release: %v", err)
 	}
+	if info, _ := mem.Inspect(context.Background(), "job"); info.Held {
+		t.Fatalf("lock still held after the retried release")
+	}
 	if err := l.Release(context.Background()); err != nil {
 		t.Fatalf("second Release of a released lease: %v; want nil", err)
 	}
 	if !errors.Is(l.Err(), lock.ErrReleased) {
 		t.Fatalf("Err = %v; want ErrReleased", l.Err())
 	}
+}
+
+func TestRetriedReleaseAfterALostReplyCountsAsReleased(t *testing.T) {
+	mem := memory.NewBackend()
+	var lostReply atomic.Bool
+	lostReply.Store(true)
+	c := lock.New(&lostReplyRelease{faultyBackend: &faultyBackend{Backend: mem}, lost: &lostReply}, nil)
+	l, err := c.TryAcquire(context.Background(), "job", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(context.Background()); !errors.Is(err, errNetwork) {
+		t.Fatalf("Release: %v; want the network error", err)
+	}
+	lostReply.Store(false)
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatalf("retried Release after a lost reply: %v; want nil", err)
+	}
+	if !errors.Is(l.Err(), lock.ErrReleased) {
+		t.Fatalf("Err = %v; want ErrReleased", l.Err())
+	}
+}
+
+// lostReplyRelease releases for real, then reports a network error while
+// lost is set: the release landed but its reply did not.
+type lostReplyRelease struct {
+	*faultyBackend
+	lost *atomic.Bool
+}
+
+func (b *lostReplyRelease) Release(ctx context.Context, name, owner string) error {
+	err := b.faultyBackend.Release(ctx, name, owner)
+	if err == nil && b.lost.Load() {
+		return errNetwork
+	}
+	return err
 }
 
 func TestLeaseTTLOfALostLease(t *testing.T) {

@@ -32,6 +32,8 @@ type Lease struct {
 	timer    *time.Timer // fires at deadline
 	ka       *keepAlive  // nil unless keep-alive runs
 	ended    bool        // released or lost; set before ctx is cancelled
+
+	releaseUnknown bool // the last Release failed with an unknown outcome
 }
 
 func newLease(c *Client, name, owner string, token fence.Token, ttl time.Duration, deadline time.Time) *Lease {
@@ -109,15 +111,24 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 // Release gives the lock up. It stops the keep-alive first. Releasing a lease
 // twice returns nil; releasing a lease that the backend no longer holds
 // returns an error matching ErrNotHeld. After any other error (a network
-// failure, say) the lease stays as it was and Release may be called again.
+// failure, say) the outcome is unknown, the lease stays as it was, and
+// Release may be called again; if the retry finds the lock no longer held
+// by this lease, it counts as released and returns nil.
 func (l *Lease) Release(ctx context.Context) error {
 	l.stopKeepAlive()
 	if errors.Is(l.Err(), ErrReleased) {
 		return nil
 	}
 	err := l.client.backend.Release(ctx, l.name, l.owner)
+	l.mu.Lock()
+	retried := l.releaseUnknown
+	l.releaseUnknown = err != nil && !errors.Is(err, ErrNotHeld)
+	l.mu.Unlock()
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, ErrNotHeld) && retried:
+		// After a release whose reply was lost, "not held" most likely
+		// means that first release landed: either way the lock is not
+		// ours, which is what the caller asked for.
 		l.end(ErrReleased, Event{Kind: EventReleased, Name: l.name, Token: l.token})
 		return nil
 	case errors.Is(err, ErrNotHeld):
