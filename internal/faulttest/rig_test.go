@@ -86,6 +86,17 @@ func eachBackend(t *testing.T, f func(t *testing.T, r *rig)) {
 	}
 }
 
+// eachServerBackend is eachBackend without the in-process one: for faults
+// that need the backend to live outside the test process.
+func eachServerBackend(t *testing.T, f func(t *testing.T, r *rig)) {
+	for _, b := range backends {
+		if b.name == "memory" {
+			continue
+		}
+		t.Run(b.name, func(t *testing.T) { f(t, b.make(t)) })
+	}
+}
+
 func memoryRig(t *testing.T) *rig {
 	b, s := memory.NewBackend(), memory.NewStore()
 	n := newSimNet()
