@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"os"
@@ -32,11 +30,7 @@ func openPostgres(ctx context.Context) (lock.Backend, fence.Store, func(), error
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("postgres: %w", err)
 	}
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, nil, nil, err
-	}
-	schema := pgx.Identifier{"fencelab_" + hex.EncodeToString(b[:])}
+	schema := pgx.Identifier{"fencelab_" + runID()}
 	admin, err := pgx.ConnectConfig(ctx, cfg.ConnConfig.Copy())
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("postgres: %w", err)

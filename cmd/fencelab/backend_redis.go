@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"os"
@@ -32,11 +30,7 @@ func openRedis(ctx context.Context) (lock.Backend, fence.Store, func(), error) {
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("redis: %w", err)
 	}
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, nil, nil, err
-	}
-	prefix := "fencelab_" + hex.EncodeToString(b[:])
+	prefix := "fencelab_" + runID()
 	rdb := goredis.NewClient(opts)
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()

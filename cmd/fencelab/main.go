@@ -105,6 +105,8 @@ func runScenarios(out io.Writer, name string, ttl time.Duration, limit time.Dura
 	return 0
 }
 
+// runID is a short random name for one run: hex digits, safe in a key or a
+// SQL identifier.
 func runID() string {
 	o, err := lock.NewOwner()
 	if err != nil {
