@@ -22,17 +22,9 @@ import (
 	"github.com/fencekit/fencekit/lock"
 )
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t *testing.T) context.Context { return testkit.Context(t) }
 
-func newOwner(t *testing.T) string {
-	o, err := lock.NewOwner()
-	require.NoError(t, err)
-	return o
-}
+func newOwner(t *testing.T) string { return testkit.Owner(t) }
 
 // poll calls cond until it is true, failing t after 10 s.
 func poll(t *testing.T, what string, cond func() bool) {

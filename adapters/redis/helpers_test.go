@@ -9,23 +9,12 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/internal/testkit"
 )
 
-// testCtx is a context bounded well below the test timeout.
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t *testing.T) context.Context { return testkit.Context(t) }
 
-func newOwner(t *testing.T) string {
-	o, err := lock.NewOwner()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o
-}
+func newOwner(t *testing.T) string { return testkit.Owner(t) }
 
 // roundTrips counts the network round trips a go-redis client makes: one per
 // command, one per pipeline. It also records what was sent.

@@ -245,21 +245,9 @@ func (f proxyFaults) heal() {
 	f.p.Heal()
 }
 
-// testCtx is a context for one test's calls, bounded well inside the test
-// binary's timeout.
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testCtx(t *testing.T) context.Context { return testkit.Context(t) }
 
-func newOwner(t *testing.T) string {
-	o, err := lock.NewOwner()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o
-}
+func newOwner(t *testing.T) string { return testkit.Owner(t) }
 
 // unique returns a lock name or key of this test's own.
 func unique(t *testing.T, what string) string { return what + "-" + newOwner(t)[:10] }

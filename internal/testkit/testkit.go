@@ -15,12 +15,16 @@
 package testkit
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fencekit/fencekit/lock"
 )
 
 // RequireEnv is the environment variable that turns a missing backend from a
@@ -71,3 +75,21 @@ func FreePort(t testing.TB, max int) int {
 
 // envURL returns the trimmed value of the environment variable name.
 func envURL(name string) string { return strings.TrimSpace(os.Getenv(name)) }
+
+// Context returns a context for one test's calls, bounded well inside the
+// test binary's default timeout and cancelled when the test ends.
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Owner returns a fresh lock owner value, failing t if crypto/rand does.
+func Owner(t testing.TB) string {
+	t.Helper()
+	o, err := lock.NewOwner()
+	if err != nil {
+		t.Fatalf("testkit: owner: %v", err)
+	}
+	return o
+}
