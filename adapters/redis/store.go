@@ -17,7 +17,7 @@ var _ fence.Store = (*Store)(nil)
 type StoreOptions struct {
 	// Prefix starts every key; DefaultPrefix when empty. The record of key
 	// k is the hash "<prefix>:{k}" (braces and '%' %-escaped), with the
-	// fields value and fence, and deleted on a tombstone.
+	// fields value and fence; a tombstone has the fence alone.
 	Prefix string
 }
 
@@ -48,7 +48,16 @@ func (s *Store) Key(key string) string {
 }
 
 // formatFence renders a token as the fixed-width string the scripts compare.
-func formatFence(t fence.Token) string { return fmt.Sprintf("%019d", int64(t)) }
+func formatFence(t fence.Token) string {
+	var b [19]byte // MaxToken has 19 digits
+	d := strconv.AppendInt(b[:0], int64(t), 10)
+	pad := len(b) - len(d)
+	copy(b[pad:], d) // copy handles the overlap
+	for i := 0; i < pad; i++ {
+		b[i] = '0'
+	}
+	return string(b[:])
+}
 
 // parseFence reads a stored fence; leading zeros are allowed.
 func parseFence(s string) (fence.Token, error) {
@@ -90,7 +99,8 @@ func (s *Store) write(ctx context.Context, op string, script *script, key string
 	if err := s.ready(ctx); err != nil {
 		return err
 	}
-	args := append([]any{formatFence(token)}, extra...)
+	args := make([]any, 0, 1+len(extra))
+	args = append(append(args, formatFence(token)), extra...)
 	reply, err := script.run(ctx, s.client, sendOnce, []string{s.Key(key)}, args...).Slice()
 	if err != nil {
 		return fmt.Errorf("fencekit/redis: %s %q: %w", op, key, err)

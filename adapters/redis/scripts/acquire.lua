@@ -36,23 +36,27 @@ end
 local t = redis.call('TIME')
 local now = t[1] .. string.format('%06d', tonumber(t[2]))
 local last = redis.call('GET', KEYS[2])
+local expires = tonumber(ARGV[3]) > 0
 local token
 if last and not greater(now, last) then
   -- The counter is at or ahead of the clock: count on from it.
   redis.call('INCR', KEYS[2])
   token = redis.call('GET', KEYS[2])
-else
+  if expires then
+    redis.call('PEXPIRE', KEYS[2], ARGV[3])
+  else
+    redis.call('PERSIST', KEYS[2])
+  end
+elseif expires then
   -- The clock is ahead (or the counter is gone): jump to it.
+  redis.call('SET', KEYS[2], now, 'PX', ARGV[3])
+  token = now
+else
   redis.call('SET', KEYS[2], now)
   token = now
 end
-if tonumber(ARGV[3]) > 0 then
-  redis.call('PEXPIRE', KEYS[2], ARGV[3])
-else
-  redis.call('PERSIST', KEYS[2])
-end
 
-redis.call('DEL', KEYS[1])
+-- No owner field means no lease hash at all: HSET creates it afresh.
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', token)
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {'new', token}

@@ -11,5 +11,5 @@ if fence and greater(fence, ARGV[1]) then
   return {'stale', fence}
 end
 redis.call('HDEL', KEYS[1], 'value')
-redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'deleted', '1')
+redis.call('HSET', KEYS[1], 'fence', ARGV[1])
 return {'ok'}

@@ -1,7 +1,7 @@
 -- put.lua: write a value if the token is not below the key's fence.
 -- Runs after compare.lua.
 --
--- KEYS[1]  the record hash prefix:{key}   fields value, fence (, deleted)
+-- KEYS[1]  the record hash prefix:{key}   fields value, fence
 -- ARGV[1]  token, 19-digit zero-padded decimal
 -- ARGV[2]  value
 --
@@ -11,5 +11,4 @@ if fence and greater(fence, ARGV[1]) then
   return {'stale', fence}
 end
 redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'value', ARGV[2])
-redis.call('HDEL', KEYS[1], 'deleted')
 return {'ok'}
