@@ -23,8 +23,8 @@ import (
 // are never deleted; do not delete them by hand either, or that name's
 // tokens start again at 1.
 //
-// Every call is one statement (Acquire reads once more when the lock is
-// held, for the remaining TTL), and no session state is used: any pooled
+// Every call is one statement (Acquire reads once more only in the rare race
+// where its snapshot missed the holder's row), and no session state is used: any pooled
 // connection will do, and a lease taken on one connection can be extended or
 // released on another.
 type Backend struct {
@@ -52,15 +52,27 @@ func NewBackend(db DB, opts *Options) *Backend {
 		// token and gets the new expiry. statement_timestamp() is one
 		// instant for the whole statement, fresh for each statement even
 		// inside a long transaction.
-		acquire: fmt.Sprintf(`INSERT INTO %[1]s AS l (name, owner, token, expires_at)
-VALUES ($1, $2, 1, statement_timestamp() + $3::interval)
-ON CONFLICT (name) DO UPDATE SET
-    owner = EXCLUDED.owner,
-    token = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > statement_timestamp()
-                 THEN l.token ELSE l.token + 1 END,
-    expires_at = EXCLUDED.expires_at
-WHERE l.owner IS NULL OR l.expires_at <= statement_timestamp() OR l.owner = EXCLUDED.owner
-RETURNING l.token`, table),
+		//
+		// When the upsert takes nothing, the same statement reports the
+		// holder's remaining TTL (from the statement's snapshot), so a
+		// refused attempt costs one round trip too. No row at all means
+		// the snapshot did not see the row the upsert conflicted with.
+		acquire: fmt.Sprintf(`WITH taken AS (
+    INSERT INTO %[1]s AS l (name, owner, token, expires_at)
+    VALUES ($1, $2, 1, statement_timestamp() + $3::interval)
+    ON CONFLICT (name) DO UPDATE SET
+        owner = EXCLUDED.owner,
+        token = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > statement_timestamp()
+                     THEN l.token ELSE l.token + 1 END,
+        expires_at = EXCLUDED.expires_at
+    WHERE l.owner IS NULL OR l.expires_at <= statement_timestamp() OR l.owner = EXCLUDED.owner
+    RETURNING l.token
+)
+SELECT token, NULL::bigint FROM taken
+UNION ALL
+SELECT NULL, floor(extract(epoch FROM h.expires_at - clock_timestamp()) * 1000000)::bigint
+FROM %[1]s h
+WHERE h.name = $1 AND h.owner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM taken)`, table),
 		extend: fmt.Sprintf(`UPDATE %s SET expires_at = statement_timestamp() + $3::interval
 WHERE name = $1 AND owner = $2 AND expires_at > statement_timestamp()`, table),
 		// The token stays: the next holder gets token+1.
@@ -90,12 +102,14 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 		return 0, err
 	}
 	for attempt := 1; ; attempt++ {
-		var token int64
-		err := b.db.QueryRow(ctx, b.acquire, name, owner, interval(ttl)).Scan(&token)
-		if err == nil {
-			return fence.Token(token), nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
+		var token, heldMicros *int64
+		err := b.db.QueryRow(ctx, b.acquire, name, owner, interval(ttl)).Scan(&token, &heldMicros)
+		switch {
+		case err == nil && token != nil:
+			return fence.Token(*token), nil
+		case err == nil && heldMicros != nil && *heldMicros > 0:
+			return 0, &lock.HeldError{Name: name, TTL: time.Duration(*heldMicros) * time.Microsecond}
+		case err != nil && !errors.Is(err, pgx.ErrNoRows):
 			return 0, wrapErr(fmt.Sprintf("acquire %q", name), err)
 		}
 		// Held by someone else: find out for how long.

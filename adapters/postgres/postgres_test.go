@@ -654,3 +654,67 @@ func TestHeldErrorTTL(t *testing.T) {
 	require.Greater(t, held.TTL, 3*time.Second)
 	require.LessOrEqual(t, held.TTL, 5*time.Second)
 }
+
+// countingDB counts the statements sent through it.
+type countingDB struct {
+	postgres.DB
+	n atomic.Int64
+}
+
+func (c *countingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	c.n.Add(1)
+	return c.DB.Exec(ctx, sql, args...)
+}
+
+func (c *countingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	c.n.Add(1)
+	return c.DB.Query(ctx, sql, args...)
+}
+
+func (c *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	c.n.Add(1)
+	return c.DB.QueryRow(ctx, sql, args...)
+}
+
+// Every operation is one statement, a refused acquire included: under
+// contention the refused attempts are most of the traffic.
+func TestOneStatementPerOperation(t *testing.T) {
+	ctx := testCtx(t)
+	db := &countingDB{DB: migrated(t, testkit.Postgres(t))}
+	b := postgres.NewBackend(db, nil)
+	s := postgres.NewStore(db, nil)
+	a, other := newOwner(t), newOwner(t)
+	ops := []struct {
+		name string
+		run  func() error
+	}{
+		{"Acquire", func() error { _, err := b.Acquire(ctx, "l", a, 5*time.Second); return err }},
+		{"Acquire of a held lock", func() error {
+			_, err := b.Acquire(ctx, "l", other, time.Second)
+			if !errors.Is(err, lock.ErrHeld) {
+				return fmt.Errorf("want ErrHeld, got %v", err)
+			}
+			var held *lock.HeldError
+			if !errors.As(err, &held) || held.TTL <= 3*time.Second {
+				return fmt.Errorf("want the holder's TTL, got %v", err)
+			}
+			return nil
+		}},
+		{"Extend", func() error { return b.Extend(ctx, "l", a, 5*time.Second) }},
+		{"Inspect", func() error { _, err := b.Inspect(ctx, "l"); return err }},
+		{"Release", func() error { return b.Release(ctx, "l", a) }},
+		{"Put", func() error { return s.Put(ctx, "k", 3, []byte("v")) }},
+		{"Get", func() error { _, err := s.Get(ctx, "k"); return err }},
+		{"Advance", func() error { return s.Advance(ctx, "k", 4) }},
+		{"Delete", func() error { return s.Delete(ctx, "k", 4) }},
+	}
+	for _, op := range ops {
+		before := db.n.Load()
+		if err := op.run(); err != nil {
+			t.Fatalf("%s: %v", op.name, err)
+		}
+		if n := db.n.Load() - before; n != 1 {
+			t.Errorf("%s sent %d statements; want 1", op.name, n)
+		}
+	}
+}

@@ -141,7 +141,8 @@ func (f *fencer) write(ctx context.Context, db DB, op, query, key string, token 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	args := []any{key, int64(token)}
+	args := make([]any, 2, 3)
+	args[0], args[1] = key, int64(token)
 	if value != nil {
 		args = append(args, value)
 	}
