@@ -144,42 +144,5 @@ func init() {
 			})
 		})
 	}})
-	addRT(RTCase{Store: "PostgreSQL", Op: "acquire (free)", Lib: "fencekit", Run: func(ctx context.Context, r *RTEnv) error {
-		var l *lock.Lease
-		err := r.Measure(func() (err error) { l, err = fk(r).TryAcquire(ctx, r.Key("rt", "pglock"), TTL); return err })
-		if err != nil {
-			return err
-		}
-		return l.Release(ctx)
-	}})
-	addRT(RTCase{Store: "PostgreSQL", Op: "acquire (held)", Lib: "fencekit", Run: func(ctx context.Context, r *RTEnv) error {
-		key := r.Key("rt", "pglock")
-		l, err := fk(r).TryAcquire(ctx, key, TTL)
-		if err != nil {
-			return err
-		}
-		defer l.Release(ctx) //nolint:errcheck
-		return r.Measure(func() error {
-			_, err := fk(r).TryAcquire(ctx, key, TTL)
-			if errors.Is(err, lock.ErrHeld) {
-				return nil
-			}
-			return fmt.Errorf("held lock acquired: %v: %w", err, errUnexpected)
-		})
-	}})
-	addRT(RTCase{Store: "PostgreSQL", Op: "extend", Lib: "fencekit", Run: func(ctx context.Context, r *RTEnv) error {
-		l, err := fk(r).TryAcquire(ctx, r.Key("rt", "pglock"), TTL)
-		if err != nil {
-			return err
-		}
-		defer l.Release(ctx) //nolint:errcheck
-		return r.Measure(func() error { return l.Extend(ctx, TTL) })
-	}})
-	addRT(RTCase{Store: "PostgreSQL", Op: "release", Lib: "fencekit", Run: func(ctx context.Context, r *RTEnv) error {
-		l, err := fk(r).TryAcquire(ctx, r.Key("rt", "pglock"), TTL)
-		if err != nil {
-			return err
-		}
-		return r.Measure(func() error { return l.Release(ctx) })
-	}})
+	addLockRT("PostgreSQL", "pglock", fk)
 }

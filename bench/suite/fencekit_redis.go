@@ -104,44 +104,7 @@ func benchFencedGet1(e *Env) (op, error) {
 
 func init() {
 	fk := func(r *RTEnv) *lock.Client { return lock.New(fenceredis.NewBackend(r.Redis, nil), nil) }
-	addRT(RTCase{Store: "Redis", Op: "acquire (free)", Lib: "fencekit", Run: func(ctx context.Context, r *RTEnv) error {
-		var l *lock.Lease
-		err := r.Measure(func() (err error) { l, err = fk(r).TryAcquire(ctx, r.Key("rt", "fk"), TTL); return err })
-		if err != nil {
-			return err
-		}
-		return l.Release(ctx)
-	}})
-	addRT(RTCase{Store: "Redis", Op: "acquire (held)", Lib: "fencekit", Run: func(ctx context.Context, r *RTEnv) error {
-		key := r.Key("rt", "fk")
-		l, err := fk(r).TryAcquire(ctx, key, TTL)
-		if err != nil {
-			return err
-		}
-		defer l.Release(ctx) //nolint:errcheck
-		return r.Measure(func() error {
-			_, err := fk(r).TryAcquire(ctx, key, TTL)
-			if errors.Is(err, lock.ErrHeld) {
-				return nil
-			}
-			return fmt.Errorf("held lock acquired: %v: %w", err, errUnexpected)
-		})
-	}})
-	addRT(RTCase{Store: "Redis", Op: "extend", Lib: "fencekit", Run: func(ctx context.Context, r *RTEnv) error {
-		l, err := fk(r).TryAcquire(ctx, r.Key("rt", "fk"), TTL)
-		if err != nil {
-			return err
-		}
-		defer l.Release(ctx) //nolint:errcheck
-		return r.Measure(func() error { return l.Extend(ctx, TTL) })
-	}})
-	addRT(RTCase{Store: "Redis", Op: "release", Lib: "fencekit", Run: func(ctx context.Context, r *RTEnv) error {
-		l, err := fk(r).TryAcquire(ctx, r.Key("rt", "fk"), TTL)
-		if err != nil {
-			return err
-		}
-		return r.Measure(func() error { return l.Release(ctx) })
-	}})
+	addLockRT("Redis", "fk", fk)
 	addRT(RTCase{Store: "Redis", Op: "write", Lib: "fencekit Store.Put", Run: func(ctx context.Context, r *RTEnv) error {
 		s := fenceredis.NewStore(r.Redis, nil)
 		return r.Measure(func() error { return s.Put(ctx, r.Key("rt", "put"), 1, r.Value) })
