@@ -31,32 +31,6 @@ local offset = tonumber(ARGV[2])
 if redis.call("getrange", KEYS[1], 0, offset-1) == string.sub(ARGV[1], 1, offset) then return redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[3]) end
 `
 
-// slimAcquire is acquire.lua without the DEL before HSET (the lease is known
-// to be absent) and with the counter's SET and PEXPIRE folded into SET ... PX.
-const slimAcquire = `
-local holder = redis.call('HMGET', KEYS[1], 'owner', 'token')
-if holder[1] then
-  if holder[1] == ARGV[1] then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {'mine', holder[2]}
-  end
-  return {'held', redis.call('PTTL', KEYS[1])}
-end
-local t = redis.call('TIME')
-local now = t[1] .. string.format('%06d', tonumber(t[2]))
-local last = redis.call('GET', KEYS[2])
-local token = now
-if last and not greater(now, last) then
-  redis.call('INCR', KEYS[2])
-  token = redis.call('GET', KEYS[2])
-  redis.call('PEXPIRE', KEYS[2], ARGV[3])
-else
-  redis.call('SET', KEYS[2], now, 'PX', ARGV[3])
-end
-redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', token)
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return {'new', token}`
-
 func main() {
 	scripts := flag.String("scripts", "../adapters/redis/scripts", "folder of fencekit's Lua scripts")
 	calls := flag.Int("calls", 3000, "calls per series")
@@ -80,7 +54,6 @@ func main() {
 		{"HSET + PEXPIRE", `redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', '1234567890123456') redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1`},
 		{"DEL + HSET + PEXPIRE", `redis.call('DEL', KEYS[1]) redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', '1234567890123456') redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1`},
 		{"acquire.lua", compare + "\n" + read("acquire.lua")},
-		{"acquire.lua, slimmed", compare + "\n" + slimAcquire},
 		{"redislock obtain", redislockObtain},
 	}
 
