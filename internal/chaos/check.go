@@ -18,6 +18,7 @@ type Verdict struct {
 	Failure string
 }
 
+// String is the verdict as the report prints it.
 func (v Verdict) String() string {
 	switch v.Result {
 	case porcupine.Ok:

@@ -17,6 +17,7 @@ const (
 	Put                     // Store.Put of an incremented value
 )
 
+// String names the kind of operation.
 func (k Kind) String() string {
 	switch k {
 	case Acquire:
@@ -41,6 +42,7 @@ const (
 	Unknown         // failed otherwise (timeout, cut connection): it may or may not have taken effect
 )
 
+// String names the outcome.
 func (o Outcome) String() string {
 	switch o {
 	case OK:
@@ -72,6 +74,7 @@ type Op struct {
 	Return  int64
 }
 
+// String renders the operation as the report prints it.
 func (o Op) String() string {
 	switch o.Kind {
 	case Acquire:
