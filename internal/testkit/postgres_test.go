@@ -10,15 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-func pgCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func TestPostgresURLConnects(t *testing.T) {
 	url := PostgresURL(t)
-	ctx := pgCtx(t)
+	ctx := Context(t)
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatalf("connect %s: %v", url, err)
@@ -31,7 +25,7 @@ func TestPostgresURLConnects(t *testing.T) {
 }
 
 func TestPostgresSchemaPerTest(t *testing.T) {
-	ctx := pgCtx(t)
+	ctx := Context(t)
 	var schemas [2]string
 	for i := range schemas {
 		t.Run("pool", func(t *testing.T) {
@@ -83,7 +77,7 @@ func TestPostgresSchemaPerTest(t *testing.T) {
 
 func TestPostgresServerLifecycle(t *testing.T) {
 	srv := NewPostgresServer(t)
-	ctx := pgCtx(t)
+	ctx := Context(t)
 	if !strings.Contains(srv.URL(), "127.0.0.1:") {
 		t.Fatalf("URL %q is not on loopback", srv.URL())
 	}

@@ -10,15 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func redisCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func TestRedisURLAnswers(t *testing.T) {
 	c := Redis(t)
-	ctx := redisCtx(t)
+	ctx := Context(t)
 	key := Namespace(t) + ":k"
 	if err := c.Set(ctx, key, "v", time.Minute).Err(); err != nil {
 		t.Fatal(err)
@@ -32,7 +26,7 @@ func TestRedisURLAnswers(t *testing.T) {
 func TestRedisServerRestartIsEmpty(t *testing.T) {
 	s := NewRedisServer(t)
 	c := s.Client(t)
-	ctx := redisCtx(t)
+	ctx := Context(t)
 	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +50,7 @@ func TestRedisServerPauseResume(t *testing.T) {
 	s := NewRedisServer(t)
 	c := redis.NewClient(&redis.Options{Addr: s.Addr(), ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
-	ctx := redisCtx(t)
+	ctx := Context(t)
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +87,7 @@ func TestRedisClusterComesUp(t *testing.T) {
 		t.Fatalf("Addrs = %v", cl.Addrs())
 	}
 	c := cl.Client(t)
-	ctx := redisCtx(t)
+	ctx := Context(t)
 	masters := map[string]bool{}
 	for i := 0; i < 100; i++ {
 		key := fmt.Sprintf("k%d", i)
@@ -141,7 +135,7 @@ func TestRedisClusterComesUp(t *testing.T) {
 
 func TestRedisReplicated(t *testing.T) {
 	primary, replica := NewRedisReplicated(t)
-	ctx := redisCtx(t)
+	ctx := Context(t)
 	p := primary.Client(t)
 	if err := p.Set(ctx, "k", "v", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -175,7 +169,7 @@ func TestRedisReplicated(t *testing.T) {
 
 func TestRedisPrefixCleansUp(t *testing.T) {
 	c := Redis(t)
-	ctx := redisCtx(t)
+	ctx := Context(t)
 	var ns string
 	t.Run("writer", func(t *testing.T) {
 		ns = RedisPrefix(t, c)
