@@ -66,6 +66,12 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 		last      error
 		ambiguous bool // an attempt may have taken the lock without our knowing
 	)
+	giveUp := func(attempts int) (*Lease, error) {
+		if ambiguous {
+			c.abandon(ctx, name, owner, ttl)
+		}
+		return nil, notAcquired(ctx, name, attempts, last)
+	}
 	for attempt := 1; ; attempt++ {
 		lease, err := c.attempt(ctx, name, owner, ttl, keepAlive)
 		if err == nil {
@@ -83,19 +89,13 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 			last = err
 		}
 		if ctx.Err() != nil || (maxAttempts > 0 && attempt >= maxAttempts) {
-			if ambiguous {
-				c.abandon(ctx, name, owner, ttl)
-			}
-			return nil, notAcquired(ctx, name, attempt, last)
+			return giveUp(attempt)
 		}
 		timer := time.NewTimer(c.backoff(attempt, last))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			if ambiguous {
-				c.abandon(ctx, name, owner, ttl)
-			}
-			return nil, notAcquired(ctx, name, attempt, last)
+			return giveUp(attempt)
 		case <-timer.C:
 		}
 	}
