@@ -31,8 +31,14 @@ import (
 //     holder untouched. Releasing must not lower the next token.
 //   - Inspect(name): the holder, its token and the remaining TTL; Held is
 //     false when the lock is free.
-//   - Bad input (empty name or owner, ttl below MinTTL) must be refused with
-//     an error matching ErrInvalid before anything is sent.
+//   - Bad input (an empty or malformed name or owner, ttl below MinTTL)
+//     must be refused with an error matching ErrInvalid before anything is
+//     sent; ValidateArgs and ValidateName check it.
+//   - A failure that a retry may cure (the server unreachable, busy,
+//     loading, failing over, a serialization conflict) must be an error for
+//     which Retryable is true: a net.Error or an error wrapped with
+//     Transient. Any other error is permanent: Client.Acquire returns it at
+//     once instead of retrying.
 //   - Every method must honour its context.
 //
 // Types that satisfy Backend in this module: *memory.Backend,
@@ -74,8 +80,10 @@ func ValidateArgs(name, owner string, ttl time.Duration) error {
 	return nil
 }
 
-// ValidateName checks a lock name and an owner value, as Release needs. A
-// name obeys the rule of fence.ValidateKey.
+// ValidateName checks a lock name and an owner value, as Release needs. Both
+// obey the rule of fence.ValidateKey (non-empty UTF-8 of at most
+// fence.MaxKeyLen bytes, no NUL), so that every adapter stores any owner that
+// any other adapter accepts.
 func ValidateName(name, owner string) error {
 	if name == "" {
 		return fence.Invalid("empty lock name")
@@ -85,6 +93,9 @@ func ValidateName(name, owner string) error {
 	}
 	if owner == "" {
 		return fence.Invalid("empty owner")
+	}
+	if err := fence.ValidateKey(owner); err != nil {
+		return fmt.Errorf("owner: %w", err)
 	}
 	return nil
 }

@@ -83,6 +83,12 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 		if !errors.Is(err, ErrHeld) {
 			ambiguous = true
 		}
+		if !Retryable(err) && ctx.Err() == nil {
+			if ambiguous {
+				c.abandon(ctx, name, owner, ttl)
+			}
+			return nil, permanent(name, attempt, err)
+		}
 		// An attempt cut short by the context ending says nothing about the
 		// lock; keep the previous attempt's answer (ctx.Err() is joined in).
 		if last == nil || ctx.Err() == nil {
@@ -120,7 +126,7 @@ func (c *Client) attempt(ctx context.Context, name, owner string, ttl time.Durat
 	if !time.Now().Before(deadline) {
 		// The reply came too late to use: the lease may already have
 		// expired on the server. The next attempt (same owner) extends it.
-		return nil, fmt.Errorf("%w: %q: the acquire reply arrived after the lease's local deadline", ErrLost, name)
+		return nil, Transient(fmt.Errorf("%w: %q: the acquire reply arrived after the lease's local deadline", ErrLost, name))
 	}
 	l := newLease(c, name, owner, token, ttl, deadline)
 	c.observe(Event{Kind: EventAcquired, Name: name, Token: token})

@@ -60,7 +60,8 @@ func (f *faultyBackend) Release(ctx context.Context, name, owner string) error {
 	return f.Backend.Release(ctx, name, owner)
 }
 
-var errNetwork = errors.New("network: connection reset")
+// errNetwork stands for a lost reply: a transient failure, so it is retried.
+var errNetwork = lock.Transient(errors.New("network: connection reset"))
 
 func TestAcquireRetriesAnAmbiguousAttemptWithTheSameToken(t *testing.T) {
 	mem := memory.NewBackend()

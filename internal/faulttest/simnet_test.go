@@ -2,8 +2,9 @@ package faulttest
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
@@ -24,9 +25,11 @@ type simNet struct {
 	drops   []chan struct{}
 }
 
+// The simulated failures wrap the errno a real connection reports, so that
+// lock.Retryable judges them as it judges the real ones.
 var (
-	errSimCut     = errors.New("simnet: connection refused")
-	errSimDropped = errors.New("simnet: connection reset (reply lost)")
+	errSimCut     = fmt.Errorf("simnet: %w", syscall.ECONNREFUSED)
+	errSimDropped = fmt.Errorf("simnet: reply lost: %w", syscall.ECONNRESET)
 )
 
 func newSimNet() *simNet { return &simNet{changed: make(chan struct{})} }

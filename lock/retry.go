@@ -1,0 +1,77 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+)
+
+// ErrTransient marks a failure that a retry of the same call may cure: the
+// server was unreachable, busy, loading, failing over, or aborted the call
+// for a conflict. Backends wrap such errors with Transient; Client.Acquire
+// and Client.Do retry them, and fail fast on anything else.
+var ErrTransient = errors.New("lock: transient failure")
+
+// transientError marks err as transient without changing its message.
+type transientError struct{ err error }
+
+func (e *transientError) Error() string        { return e.err.Error() }
+func (e *transientError) Unwrap() error        { return e.err }
+func (e *transientError) Is(target error) bool { return target == ErrTransient }
+
+// Transient returns an error that matches both err and ErrTransient, with
+// err's message. It returns nil for a nil err. Backends use it for server
+// replies that mean "try again" (Redis LOADING or TRYAGAIN, a PostgreSQL
+// serialization failure), which Retryable cannot recognise on its own.
+func Transient(err error) error {
+	if err == nil || errors.Is(err, ErrTransient) {
+		return err
+	}
+	return &transientError{err: err}
+}
+
+// Retryable reports whether Client.Acquire tries again after an attempt
+// failed with err. It is the one place where fencekit decides that, so every
+// Backend's errors are judged alike:
+//
+//   - ErrHeld: yes, the holder will release or expire.
+//   - ErrInvalid: no, the same input is refused again.
+//   - ErrTransient (see Transient), a net.Error, a refused, reset or broken
+//     connection, an unexpected EOF, or a deadline that ended one attempt:
+//     yes.
+//   - Anything else (a missing table, a failed authentication, a wrong key
+//     type, a script error, token exhaustion): no. Retrying it would only
+//     repeat it until the caller's context ends, which for
+//     context.Background is never.
+func Retryable(err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, ErrInvalid):
+		return false
+	case errors.Is(err, ErrHeld), errors.Is(err, ErrTransient):
+		return true
+	case errors.Is(err, context.DeadlineExceeded):
+		// A timeout of one attempt (the caller's own context is checked
+		// separately, and ends the loop when it is done).
+		return true
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return true
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, syscall.ETIMEDOUT), errors.Is(err, syscall.EHOSTUNREACH),
+		errors.Is(err, syscall.ENETUNREACH):
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
+}
+
+// permanent is the error Acquire returns when an attempt failed in a way
+// that retrying cannot cure.
+func permanent(name string, attempts int, err error) error {
+	return fmt.Errorf("%w: %q after %d attempt(s), not retried: %w", ErrNotAcquired, name, attempts, err)
+}
