@@ -61,19 +61,21 @@ func (c *Client) Do(ctx context.Context, name string, ttl time.Duration, fn func
 	stop()
 	cancel(nil)
 
-	lost := lease.Err() // before Release, which ends the lease in any case
-	if !errors.Is(lost, ErrLost) || errors.Is(fnErr, lost) {
-		lost = nil // released by fn, or already reported by fn
-	}
+	ended := lease.Err() // before Release, which ends the lease in any case
 	relErr := releaseAfterDo(ctx, lease, ttl)
 
 	var errs []error
 	if fnErr != nil {
 		errs = append(errs, fnErr)
 	}
-	if lost != nil {
-		errs = append(errs, lost)
-	} else if relErr != nil {
+	switch {
+	case errors.Is(ended, ErrLost):
+		// The loss is the news; releasing a lost lease is expected to
+		// fail. Report it once, even if fn returned it.
+		if !errors.Is(fnErr, ended) {
+			errs = append(errs, ended)
+		}
+	case relErr != nil:
 		errs = append(errs, relErr)
 	}
 	return errors.Join(errs...)
