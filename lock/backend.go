@@ -38,7 +38,12 @@ import (
 //     loading, failing over, a serialization conflict) must be an error for
 //     which Retryable is true: a net.Error or an error wrapped with
 //     Transient. Any other error is permanent: Client.Acquire returns it at
-//     once instead of retrying.
+//     once instead of retrying, and a permanent error from Extend loses the
+//     lease at once.
+//   - A backend that may block past its context's deadline is tolerated:
+//     the Client stops waiting for Extend and Release at the deadline and
+//     treats the outcome as unknown. Acquire is waited for, so that giving
+//     up never races an attempt still in flight.
 //   - Every method must honour its context.
 //
 // Types that satisfy Backend in this module: *memory.Backend,

@@ -33,7 +33,9 @@ func NewOwner() (string, error) {
 }
 
 // TryAcquire makes one attempt to acquire the lock name for ttl. When another
-// owner holds it, the error matches both ErrNotAcquired and ErrHeld.
+// owner holds it, the error matches both ErrNotAcquired and ErrHeld; when the
+// attempt failed otherwise, ErrNotAcquired and the attempt's error. Its ttl
+// is checked as Acquire's.
 func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	if err := c.usable(); err != nil {
 		return nil, err
@@ -42,11 +44,23 @@ func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration)
 }
 
 // Acquire blocks until it acquires the lock name for ttl, retrying with
-// exponential backoff and full jitter. It gives up when ctx ends or after
-// Options.MaxAttempts attempts, with an error matching ErrNotAcquired (and
-// ctx.Err() when the context ended). Every attempt uses the same owner, so
-// an attempt whose reply was lost is recovered by the next one, which gets
-// the same token.
+// exponential backoff and full jitter. It retries only while the lock is
+// held by another owner or an attempt failed transiently (Retryable), and
+// reports each retry to the Observer as EventRetrying. It gives up with an
+// error matching ErrNotAcquired and the last attempt's error:
+//
+//   - at once on an error for which Retryable is false (a missing table, a
+//     failed authentication), even with context.Background;
+//   - when ctx ends (the error also matches ctx.Err());
+//   - after Options.MaxAttempts attempts.
+//
+// Every attempt uses the same owner, so an attempt whose reply was lost is
+// recovered by the next one, which gets the same token; if Acquire gives up
+// after such an attempt, it releases what that attempt may have taken.
+//
+// A ttl that the Options refuse (not longer than the drift margin, or, with
+// Options.KeepAlive, too short for a renewal before the local deadline) gets
+// ErrInvalid and nothing is sent.
 func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	if err := c.usable(); err != nil {
 		return nil, err
@@ -60,6 +74,9 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 		return nil, err
 	}
 	if err := ValidateArgs(name, owner, ttl); err != nil {
+		return nil, err
+	}
+	if err := c.opts.checkTTL(ttl, keepAlive); err != nil {
 		return nil, err
 	}
 	var (
@@ -97,6 +114,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 		if ctx.Err() != nil || (maxAttempts > 0 && attempt >= maxAttempts) {
 			return giveUp(attempt)
 		}
+		c.observe(Event{Kind: EventRetrying, Name: name, Err: err, Attempt: attempt})
 		timer := time.NewTimer(c.backoff(attempt, last))
 		select {
 		case <-ctx.Done():
@@ -129,7 +147,7 @@ func (c *Client) attempt(ctx context.Context, name, owner string, ttl time.Durat
 		return nil, Transient(fmt.Errorf("%w: %q: the acquire reply arrived after the lease's local deadline", ErrLost, name))
 	}
 	l := newLease(c, name, owner, token, ttl, deadline)
-	c.observe(Event{Kind: EventAcquired, Name: name, Token: token})
+	l.emit(Event{Kind: EventAcquired, Name: name, Token: token})
 	if keepAlive {
 		l.startKeepAlive()
 	}
@@ -137,11 +155,19 @@ func (c *Client) attempt(ctx context.Context, name, owner string, ttl time.Durat
 }
 
 // abandon releases a lock that an ambiguous attempt may have taken, so that
-// giving up does not leave it held until its TTL ends. Best effort.
+// giving up does not leave it held until its TTL ends. Best effort, and
+// bounded by ttl even if the backend ignores its context.
+//
+// Every attempt has returned by the time abandon runs (attempts are not run
+// in the background), so no attempt of this Client can land after it. The
+// bound that remains is the backend's: a request that its client gave up on
+// when the context ended may still reach the server after this release. The
+// lease it creates then belongs to an owner nobody uses, and blocks the lock
+// for at most ttl.
 func (c *Client) abandon(ctx context.Context, name, owner string, ttl time.Duration) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
 	defer cancel()
-	_ = c.backend.Release(rctx, name, owner)
+	_ = bounded(rctx, func(ctx context.Context) error { return c.backend.Release(ctx, name, owner) })
 }
 
 // backoff returns the pause before the next attempt: a uniformly random

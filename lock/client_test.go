@@ -19,16 +19,25 @@ type faultyBackend struct {
 	// acquireErr, when set, is returned after the wrapped Acquire ran: the
 	// lock was taken but the caller hears an error (a lost reply).
 	acquireErr func(attempt int) error
+	// acquireFail, when set, is returned instead of calling the wrapped
+	// Acquire: the request failed and took nothing.
+	acquireFail func(attempt int) error
 	// acquireDelay runs after the wrapped Acquire, before the reply.
 	acquireDelay func()
 	extendErr    func() error
 	releaseErr   func() error
 	attempts     atomic.Int64
+	extends      atomic.Int64
 	releases     atomic.Int64
 }
 
 func (f *faultyBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
 	n := int(f.attempts.Add(1))
+	if f.acquireFail != nil {
+		if err := f.acquireFail(n); err != nil {
+			return 0, err
+		}
+	}
 	tok, err := f.Backend.Acquire(ctx, name, owner, ttl)
 	if f.acquireDelay != nil {
 		f.acquireDelay()
@@ -42,6 +51,7 @@ func (f *faultyBackend) Acquire(ctx context.Context, name, owner string, ttl tim
 }
 
 func (f *faultyBackend) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
+	f.extends.Add(1)
 	if f.extendErr != nil {
 		if err := f.extendErr(); err != nil {
 			return err
@@ -62,6 +72,9 @@ func (f *faultyBackend) Release(ctx context.Context, name, owner string) error {
 
 // errNetwork stands for a lost reply: a transient failure, so it is retried.
 var errNetwork = lock.Transient(errors.New("network: connection reset"))
+
+// errPermanent stands for a failure no retry cures (a missing table).
+var errPermanent = errors.New("ERR no such table")
 
 func TestAcquireRetriesAnAmbiguousAttemptWithTheSameToken(t *testing.T) {
 	mem := memory.NewBackend()
@@ -264,15 +277,20 @@ func TestRetriedReleaseAfterALostReplyCountsAsReleased(t *testing.T) {
 }
 
 // lostReplyRelease releases for real, then reports a network error while
-// lost is set: the release landed but its reply did not.
+// lost is set: the release landed but its reply did not. With once, only the
+// first reply is lost.
 type lostReplyRelease struct {
 	*faultyBackend
 	lost *atomic.Bool
+	once bool
 }
 
 func (b *lostReplyRelease) Release(ctx context.Context, name, owner string) error {
 	err := b.faultyBackend.Release(ctx, name, owner)
 	if err == nil && b.lost.Load() {
+		if b.once {
+			b.lost.Store(false)
+		}
 		return errNetwork
 	}
 	return err
@@ -458,7 +476,8 @@ func TestWriterOverNilStore(t *testing.T) {
 func TestEventKindString(t *testing.T) {
 	for k, want := range map[lock.EventKind]string{
 		lock.EventAcquired: "acquired", lock.EventExtended: "extended", lock.EventReleased: "released",
-		lock.EventLost: "lost", lock.EventStale: "stale", lock.EventKind(99): "EventKind(99)",
+		lock.EventLost: "lost", lock.EventStale: "stale", lock.EventRenewalFailed: "renewal-failed",
+		lock.EventRetrying: "retrying", lock.EventKind(99): "EventKind(99)",
 	} {
 		if got := k.String(); got != want {
 			t.Errorf("%d.String() = %q; want %q", int(k), got, want)
@@ -488,4 +507,22 @@ func TestNewOwnerIsRandom(t *testing.T) {
 		}
 		seen[o] = true
 	}
+}
+
+func TestGivingUpReleasesOnlyAfterTheAmbiguousAttemptReturned(t *testing.T) {
+	mem := memory.NewBackend()
+	s := &slowAcquire{Backend: mem}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := lock.New(s, nil).Acquire(ctx, "job", time.Minute)
+	if !errors.Is(err, lock.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire: %v; want ErrNotAcquired and DeadlineExceeded", err)
+	}
+	if s.releases.Load() == 0 {
+		t.Fatal("no release after giving up on an ambiguous attempt")
+	}
+	if s.overlapped.Load() {
+		t.Fatal("the abandoning release was sent while the attempt was still in flight: it could land first and leave an orphan")
+	}
+	expectFree(t, mem, "job")
 }

@@ -14,7 +14,11 @@
 //
 // A Lease also keeps a local deadline, measured on the monotonic clock from
 // before the acquire request was sent, minus a drift margin. When the
-// deadline passes without a successful renewal, or the backend says the lease
-// is gone, the lease is lost: Done is closed and its Context is cancelled with
-// ErrLost as the cause.
+// deadline passes without a successful renewal, the backend says the lease
+// is gone, or a renewal fails permanently, the lease is lost: Done is closed
+// and its Context is cancelled with ErrLost as the cause.
+//
+// Only ErrHeld and transient failures are retried (see Retryable); any
+// other error fails fast with its cause. Renewals and releases return by
+// their context's deadline even if the backend does not.
 package lock

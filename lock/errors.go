@@ -23,8 +23,9 @@ var (
 	ErrNotAcquired = errors.New("lock: not acquired")
 
 	// ErrLost ends a lease's context when the lease is lost: its local
-	// deadline passed without a successful renewal, or the backend said it
-	// is no longer held.
+	// deadline passed without a successful renewal, the backend said it is
+	// no longer held, or a renewal failed with an error that Retryable
+	// says will not heal.
 	ErrLost = errors.New("lock: lease lost")
 
 	// ErrReleased ends a lease's context when its holder released it.

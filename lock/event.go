@@ -21,6 +21,18 @@ const (
 	EventLost
 	// EventStale: a fenced write through Lease.Fenced was refused as stale.
 	EventStale
+	// EventRenewalFailed: a renewal (Extend, or the keep-alive's) failed
+	// in a way that did not end the lease; Event.Err says why. The
+	// keep-alive tries again sooner; the lease is lost if no renewal
+	// succeeds before its local deadline. A run of these is the warning
+	// that a loss is coming.
+	EventRenewalFailed
+	// EventRetrying: an acquire attempt failed and Acquire (or Do) will
+	// try again; Event.Err is the attempt's error (ErrHeld or a transient
+	// failure) and Event.Attempt its number. There is no lease yet, so
+	// Token is 0. The last attempt, after which Acquire gives up, is not
+	// reported.
+	EventRetrying
 )
 
 // String returns the event's name.
@@ -36,6 +48,10 @@ func (k EventKind) String() string {
 		return "lost"
 	case EventStale:
 		return "stale"
+	case EventRenewalFailed:
+		return "renewal-failed"
+	case EventRetrying:
+		return "retrying"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -46,5 +62,10 @@ type Event struct {
 	Name  string      // the lock name
 	Token fence.Token // the lease's token
 	Key   string      // for EventStale, the key whose write was refused
-	Err   error       // for EventLost and EventStale, the cause
+	// Err is the cause, for EventLost, EventStale, EventRenewalFailed and
+	// EventRetrying.
+	Err error
+	// Attempt is, for EventRetrying, the number of the attempt that failed
+	// (1 for the first).
+	Attempt int
 }

@@ -70,3 +70,39 @@ func ExampleClient_TryAcquire() {
 	fmt.Println(errors.Is(err, lock.ErrNotAcquired), errors.As(err, &held) && held.TTL > 0)
 	// Output: true true
 }
+
+// A panic in Do's function still releases the lock before it propagates, so
+// a caller that recovers it (as net/http does) does not leave the lock held.
+func ExampleClient_Do_panic() {
+	ctx := context.Background()
+	backend := memory.NewBackend()
+	client := lock.New(backend, nil)
+
+	func() {
+		defer func() { fmt.Println("recovered:", recover()) }()
+		_ = client.Do(ctx, "job", time.Minute, func(context.Context, *lock.Lease) error {
+			panic("bug")
+		})
+	}()
+	info, _ := backend.Inspect(ctx, "job")
+	fmt.Println("still held:", info.Held)
+	// Output:
+	// recovered: bug
+	// still held: false
+}
+
+// The Observer hears of every retry, with its cause, before Acquire waits.
+func ExampleOptions_observer() {
+	ctx := context.Background()
+	backend := memory.NewBackend()
+	_, _ = backend.Acquire(ctx, "job", "someone-else", time.Minute)
+
+	client := lock.New(backend, &lock.Options{MaxAttempts: 2, MinBackoff: time.Millisecond, Observer: func(e lock.Event) {
+		fmt.Println(e.Kind, e.Attempt, errors.Is(e.Err, lock.ErrHeld))
+	}})
+	_, err := client.Acquire(ctx, "job", time.Minute)
+	fmt.Println(errors.Is(err, lock.ErrNotAcquired))
+	// Output:
+	// retrying 1 true
+	// true
+}

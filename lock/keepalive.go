@@ -2,7 +2,6 @@ package lock
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -10,15 +9,16 @@ import (
 // ends.
 type keepAlive struct {
 	cancel context.CancelFunc
-	done   chan struct{}
 }
 
 // startKeepAlive starts renewing l every KeepAliveInterval of its TTL. A
-// renewal that fails for any reason but ErrNotHeld is retried sooner; if none
-// succeeds before the local deadline, the deadline timer marks the lease lost.
+// renewal that fails transiently is retried sooner; if none succeeds before
+// the local deadline, the deadline timer marks the lease lost. A renewal that
+// fails for good (ErrNotHeld, or an error for which Retryable is false) loses
+// the lease at once (see Lease.Extend).
 func (l *Lease) startKeepAlive() {
 	ctx, cancel := context.WithCancel(l.ctx)
-	ka := &keepAlive{cancel: cancel, done: make(chan struct{})}
+	ka := &keepAlive{cancel: cancel}
 	l.mu.Lock()
 	if l.ka != nil || l.ended {
 		l.mu.Unlock()
@@ -27,23 +27,24 @@ func (l *Lease) startKeepAlive() {
 	}
 	l.ka = ka
 	l.mu.Unlock()
-	go l.renewLoop(ctx, ka.done)
+	go l.renewLoop(ctx)
 }
 
-// stopKeepAlive stops the keep-alive, if any, and waits for it to finish, so
-// that no renewal races a release.
+// stopKeepAlive stops the keep-alive, if any. It does not wait: a renewal in
+// flight is abandoned (its late reply is discarded by Extend, which returns
+// as soon as its context is cancelled), so that neither a backend that
+// ignores its context nor an Observer that calls Release from inside the
+// keep-alive can make the caller wait.
 func (l *Lease) stopKeepAlive() {
 	l.mu.Lock()
 	ka := l.ka
 	l.mu.Unlock()
 	if ka != nil {
 		ka.cancel()
-		<-ka.done
 	}
 }
 
-func (l *Lease) renewLoop(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
+func (l *Lease) renewLoop(ctx context.Context) {
 	failed := false
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -51,7 +52,7 @@ func (l *Lease) renewLoop(ctx context.Context, done chan<- struct{}) {
 		l.mu.Lock()
 		ttl, deadline := l.ttl, l.deadline
 		l.mu.Unlock()
-		wait := time.Duration(float64(ttl) * l.client.opts.KeepAliveInterval)
+		wait := l.client.opts.renewEvery(ttl)
 		if failed {
 			wait /= 4
 		}
@@ -61,11 +62,12 @@ func (l *Lease) renewLoop(ctx context.Context, done chan<- struct{}) {
 			return
 		case <-timer.C:
 		}
-		// A renewal that cannot finish before the local deadline is useless.
+		// A renewal that cannot finish before the local deadline is
+		// useless; Extend returns by then even if the backend does not.
 		rctx, cancel := context.WithDeadline(ctx, deadline)
 		err := l.Extend(rctx, ttl)
 		cancel()
-		if errors.Is(err, ErrNotHeld) {
+		if ctx.Err() != nil || l.Err() != nil {
 			return
 		}
 		failed = err != nil

@@ -14,9 +14,11 @@ import (
 // deadline. It is safe for concurrent use.
 //
 // A Lease ends when it is released or lost. Lost means its local deadline
-// passed without a successful renewal, or the backend said the lease is no
-// longer held. Either way Done is closed, Context is cancelled and Err says
-// why (ErrReleased or ErrLost).
+// passed without a successful renewal, the backend said the lease is no
+// longer held, or a renewal failed in a way that cannot heal (an error for
+// which Retryable is false). Either way Done is closed, Context is cancelled
+// and Err says why (ErrReleased or ErrLost). An ended lease stays ended:
+// nothing revives it.
 type Lease struct {
 	client *Client
 	name   string
@@ -34,6 +36,9 @@ type Lease struct {
 	ended    bool        // released or lost; set before ctx is cancelled
 
 	releaseUnknown bool // the last Release failed with an unknown outcome
+
+	events     []Event // waiting for the Observer, in order
+	delivering bool    // some goroutine is handing events to the Observer
 }
 
 func newLease(c *Client, name, owner string, token fence.Token, ttl time.Duration, deadline time.Time) *Lease {
@@ -84,55 +89,119 @@ func (l *Lease) Err() error {
 	return context.Cause(l.ctx)
 }
 
-// Extend renews the lease for ttl from now. If the backend says the lease is
-// no longer held, the lease is lost and the error matches ErrNotHeld.
+// Extend renews the lease for ttl from now. It returns nil only if the
+// backend renewed the lease and its reply came back while the lease was
+// still live and before its local deadline; only then does the deadline move
+// and EventExtended reach the Observer. Otherwise:
+//
+//   - On an ended lease, or a reply that came too late (the lease ended
+//     meanwhile, or its local deadline passed), the error matches ErrNotHeld
+//     and the reason (ErrLost or ErrReleased); a late reply loses the lease.
+//   - If the backend says the lease is no longer held, the lease is lost and
+//     the error matches ErrNotHeld and ErrLost.
+//   - If the renewal failed with an error for which Retryable is false (a
+//     script error, a missing table), the lease is lost at once: such an
+//     error will not heal before the deadline. The error matches ErrLost
+//     and the cause.
+//   - Any other failure (transient, or ctx ended) leaves the lease as it
+//     was and is reported as EventRenewalFailed, unless ctx was cancelled.
+//
+// Extend returns by ctx's deadline even if the backend ignores it; the
+// renewal's outcome is then unknown, and a reply that arrives later is
+// discarded. A ttl that the Client's Options refuse (see
+// Options.KeepAliveInterval) gets ErrInvalid and nothing is sent.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.Err(); err != nil {
 		return fmt.Errorf("%w: %w", ErrNotHeld, err)
 	}
-	start := time.Now()
-	if err := l.client.backend.Extend(ctx, l.name, l.owner, ttl); err != nil {
-		if errors.Is(err, ErrNotHeld) {
-			l.lose(err)
-		}
+	l.mu.Lock()
+	keepAlive := l.ka != nil
+	l.mu.Unlock()
+	if err := l.client.opts.checkTTL(ttl, keepAlive); err != nil {
 		return err
 	}
-	l.mu.Lock()
-	if !l.ended {
-		l.ttl = ttl
-		l.deadline = start.Add(ttl - l.client.opts.drift(ttl))
-		l.timer.Reset(time.Until(l.deadline))
+	start := time.Now()
+	err := bounded(ctx, func(ctx context.Context) error {
+		return l.client.backend.Extend(ctx, l.name, l.owner, ttl)
+	})
+	if err != nil {
+		return l.renewalFailed(ctx, err)
 	}
+	l.mu.Lock()
+	if l.ended {
+		l.mu.Unlock()
+		return fmt.Errorf("%w: %w", ErrNotHeld, l.Err())
+	}
+	if !time.Now().Before(l.deadline) {
+		// The deadline timer has not fired yet, but the lease was not
+		// known to be valid for a while: it is lost, whatever the reply.
+		l.mu.Unlock()
+		lost := l.lose(errors.New("the renewal's reply arrived after the local deadline"))
+		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
+	}
+	l.ttl = ttl
+	l.deadline = start.Add(ttl - l.client.opts.drift(ttl))
+	l.timer.Reset(time.Until(l.deadline))
+	l.enqueue(Event{Kind: EventExtended, Name: l.name, Token: l.token})
 	l.mu.Unlock()
-	l.client.observe(Event{Kind: EventExtended, Name: l.name, Token: l.token})
+	l.deliver()
 	return nil
 }
 
-// Release gives the lock up. It stops the keep-alive first. Releasing a lease
-// twice returns nil; releasing a lease that the backend no longer holds
-// returns an error matching ErrNotHeld. After any other error (a network
-// failure, say) the outcome is unknown, the lease stays as it was, and
-// Release may be called again; if the retry finds the lock no longer held
-// by this lease, it counts as released and returns nil.
+// renewalFailed decides what a failed renewal means for the lease.
+func (l *Lease) renewalFailed(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, ErrNotHeld):
+		return l.lose(err)
+	case ctx.Err() != nil || errors.Is(err, ErrInvalid):
+		// The caller's context ended, or the input was refused: neither
+		// says anything about the lease.
+	case !Retryable(err):
+		return l.lose(fmt.Errorf("renewal failed permanently: %w", err))
+	}
+	if !errors.Is(ctx.Err(), context.Canceled) {
+		l.emit(Event{Kind: EventRenewalFailed, Name: l.name, Token: l.token, Err: err})
+	}
+	return err
+}
+
+// Release gives the lock up. It stops the keep-alive first, without waiting
+// for a renewal in flight, whose late reply is discarded. Release returns by
+// ctx's deadline even if the backend ignores it.
+//
+//   - Releasing a released lease returns nil.
+//   - If the backend no longer holds the lease, the lease is lost and the
+//     error matches ErrNotHeld and ErrLost.
+//   - After any other error (a network failure, ctx ending) the outcome is
+//     unknown, the lease stays as it was, and Release may be called again.
+//     If the retry finds the lease no longer held, the first release may
+//     have landed, or the lease may have expired meanwhile. It counts as
+//     released (nil, and Err matches ErrReleased) only if the retry was
+//     sent before the lease's local deadline, when the lease cannot have
+//     expired on the server; after that, it is reported lost, as above.
 func (l *Lease) Release(ctx context.Context) error {
 	l.stopKeepAlive()
 	if errors.Is(l.Err(), ErrReleased) {
 		return nil
 	}
-	err := l.client.backend.Release(ctx, l.name, l.owner)
+	sent := time.Now()
+	err := bounded(ctx, func(ctx context.Context) error {
+		return l.client.backend.Release(ctx, l.name, l.owner)
+	})
+	notHeld := errors.Is(err, ErrNotHeld)
 	l.mu.Lock()
 	retried := l.releaseUnknown
-	l.releaseUnknown = err != nil && !errors.Is(err, ErrNotHeld)
+	inTime := sent.Before(l.deadline)
+	l.releaseUnknown = err != nil && !notHeld
 	l.mu.Unlock()
 	switch {
-	case err == nil, errors.Is(err, ErrNotHeld) && retried:
-		// After a release whose reply was lost, "not held" most likely
-		// means that first release landed: either way the lock is not
-		// ours, which is what the caller asked for.
+	case err == nil, notHeld && retried && inTime:
+		// After a release whose reply was lost, "not held" before the
+		// deadline means that first release landed.
 		l.end(ErrReleased, Event{Kind: EventReleased, Name: l.name, Token: l.token})
 		return nil
-	case errors.Is(err, ErrNotHeld):
-		l.lose(err)
+	case notHeld:
+		return l.lose(err)
 	}
 	return err
 }
@@ -153,7 +222,7 @@ func (l *Lease) TTL(ctx context.Context) (time.Duration, error) {
 	return info.TTL, nil
 }
 
-// Fenced returns a view of store whose writes carry this lease's token.
+// Fenced returns a Writer that writes to store with this lease's token.
 func (l *Lease) Fenced(store fence.Store) *Writer {
 	return &Writer{lease: l, store: store}
 }
@@ -172,14 +241,17 @@ func (l *Lease) checkDeadline() {
 	}
 }
 
-// lose ends the lease as lost with cause, once.
-func (l *Lease) lose(cause error) {
+// lose ends the lease as lost with cause, once, and returns an error that
+// matches ErrLost and cause (whether or not this call ended the lease).
+func (l *Lease) lose(cause error) error {
 	err := fmt.Errorf("%w: %q: %w", ErrLost, l.name, cause)
 	l.end(err, Event{Kind: EventLost, Name: l.name, Token: l.token, Err: err})
+	return err
 }
 
 // end ends the lease with cause, once, and reports whether this call was the
-// one that ended it. The observer hears of it before Done closes, so that
+// one that ended it. The observer hears of it before Done closes (unless an
+// observer callback of this lease is running, see Options.Observer), so that
 // whoever wakes on Done finds the event already delivered.
 func (l *Lease) end(cause error, ev Event) bool {
 	l.mu.Lock()
@@ -189,8 +261,9 @@ func (l *Lease) end(cause error, ev Event) bool {
 	}
 	l.ended = true
 	l.timer.Stop()
+	l.enqueue(ev)
 	l.mu.Unlock()
-	l.client.observe(ev)
+	l.deliver()
 	l.cancel(cause)
 	return true
 }

@@ -1,6 +1,10 @@
 package lock
 
-import "time"
+import (
+	"time"
+
+	"github.com/fencekit/fencekit/fence"
+)
 
 // Options configures a Client. A nil *Options means the defaults.
 type Options struct {
@@ -25,12 +29,27 @@ type Options struct {
 	// lease: it renews the lease every KeepAliveInterval of its TTL. Do
 	// always keeps its lease alive.
 	KeepAlive bool
-	// KeepAliveInterval is the fraction of the TTL between renewals, in
-	// (0, 1). Default 1/3.
+	// KeepAliveInterval is the fraction of the TTL between renewals. 0
+	// means the default, 1/3. A lease that is kept alive needs its first
+	// renewal to fall before its local deadline (TTL minus the drift
+	// margin); an acquire or Extend whose TTL and interval break that rule
+	// is refused with ErrInvalid, as is an interval outside (0, 1).
 	KeepAliveInterval float64
 
-	// Observer, when set, is called synchronously for every lease event.
-	// It must not block.
+	// Observer, when set, is called for every event: those of a lease
+	// (acquired, extended, renewal failed, released, lost, stale) and each
+	// acquire attempt that failed and will be retried.
+	//
+	// A lease's events reach the Observer one at a time, in the order they
+	// happened, on the goroutine that caused them (the caller's, the
+	// keep-alive's, or the deadline timer's). The Observer may call the
+	// lease's methods, Release and Extend included: an event that such a
+	// call causes is delivered right after the current callback returns,
+	// instead of from inside it. Otherwise the terminal event (released or
+	// lost) is delivered before Done closes.
+	//
+	// The Observer must not block: the keep-alive and the deadline timer
+	// wait for it.
 	Observer func(Event)
 }
 
@@ -54,10 +73,39 @@ func (o *Options) withDefaults() Options {
 	if v.DriftMin <= 0 {
 		v.DriftMin = 2 * time.Millisecond
 	}
-	if v.KeepAliveInterval <= 0 || v.KeepAliveInterval >= 1 {
+	if v.KeepAliveInterval == 0 {
 		v.KeepAliveInterval = 1.0 / 3
 	}
 	return v
+}
+
+// checkTTL refuses a TTL that can never yield a usable lease under these
+// options: one whose local deadline (start + ttl - drift) is not after its
+// start, or, when the lease is kept alive, whose first renewal would come
+// after that deadline.
+func (o *Options) checkTTL(ttl time.Duration, keepAlive bool) error {
+	if ttl < MinTTL {
+		return fence.Invalid("ttl %v is below the minimum %v", ttl, MinTTL)
+	}
+	life := ttl - o.drift(ttl)
+	if life <= 0 {
+		return fence.Invalid("ttl %v is not longer than its drift margin %v: the lease would end locally before it began", ttl, o.drift(ttl))
+	}
+	if !keepAlive {
+		return nil
+	}
+	if o.KeepAliveInterval <= 0 || o.KeepAliveInterval >= 1 {
+		return fence.Invalid("keep-alive interval %v is outside (0, 1)", o.KeepAliveInterval)
+	}
+	if renew := o.renewEvery(ttl); renew >= life {
+		return fence.Invalid("ttl %v: a renewal every %v would come after the local deadline, %v after the start", ttl, renew, life)
+	}
+	return nil
+}
+
+// renewEvery is the pause between renewals of a lease with this ttl.
+func (o *Options) renewEvery(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl) * o.KeepAliveInterval)
 }
 
 // drift is the margin subtracted from a lease's local deadline.

@@ -41,7 +41,8 @@ func Transient(err error) error {
 //   - ErrInvalid: no, the same input is refused again.
 //   - ErrTransient (see Transient), a net.Error, a refused, reset or broken
 //     connection, an unexpected EOF, or a deadline that ended one attempt:
-//     yes.
+//     yes. Other system errors (syscall.Errno) only when the errno says it
+//     is temporary (EAGAIN, EINTR, EMFILE): not EACCES or ENOENT.
 //   - Anything else (a missing table, a failed authentication, a wrong key
 //     type, a script error, token exhaustion): no. Retrying it would only
 //     repeat it until the caller's context ends, which for
@@ -65,6 +66,13 @@ func Retryable(err error) bool {
 		errors.Is(err, syscall.ETIMEDOUT), errors.Is(err, syscall.EHOSTUNREACH),
 		errors.Is(err, syscall.ENETUNREACH):
 		return true
+	}
+	// A bare errno satisfies net.Error too, but most (EACCES, ENOENT) will
+	// not heal: trust its own judgement instead (EAGAIN, EINTR and EMFILE
+	// are temporary).
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Temporary() || errno.Timeout()
 	}
 	var ne net.Error
 	return errors.As(err, &ne)

@@ -7,9 +7,10 @@ import (
 	"github.com/fencekit/fencekit/fence"
 )
 
-// Writer is a fence.Store seen through a lease: every write carries the
-// lease's token. A write refused as stale is reported to the Client's
-// Observer as EventStale. Get it from Lease.Fenced.
+// Writer writes to a fence.Store through a lease: every write carries the
+// lease's token, so its methods take no token and Writer is not itself a
+// fence.Store. A write refused as stale is reported to the Client's Observer
+// as EventStale. Get it from Lease.Fenced.
 type Writer struct {
 	lease *Lease
 	store fence.Store
@@ -53,7 +54,7 @@ var errNilStore = fence.Invalid("nil store")
 
 func (w *Writer) report(key string, err error) error {
 	if errors.Is(err, fence.ErrStale) {
-		w.lease.client.observe(Event{Kind: EventStale, Name: w.lease.name, Token: w.lease.token, Key: key, Err: err})
+		w.lease.emit(Event{Kind: EventStale, Name: w.lease.name, Token: w.lease.token, Key: key, Err: err})
 	}
 	return err
 }
