@@ -132,7 +132,7 @@ func acquireError(name string, err error) error {
 	if isRedisError(err) && strings.Contains(err.Error(), "increment or decrement would overflow") {
 		return fmt.Errorf("fencekit/redis: acquire %q: no token above %d is left: %w", name, fence.MaxToken, err)
 	}
-	return fmt.Errorf("fencekit/redis: acquire %q: %w", name, err)
+	return opError("acquire", name, err)
 }
 
 // parseAcquire turns the acquire script's reply into a token or an error.
@@ -172,7 +172,7 @@ func (b *Backend) Extend(ctx context.Context, name, owner string, ttl time.Durat
 	}
 	n, err := extendScript.run(ctx, b.client, resend, []string{b.LeaseKey(name)}, owner, millis(ttl)).Int64()
 	if err != nil {
-		return fmt.Errorf("fencekit/redis: extend %q: %w", name, err)
+		return opError("extend", name, err)
 	}
 	if n != 1 {
 		return notHeld(name)
@@ -196,7 +196,7 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 func (b *Backend) release(ctx context.Context, name, owner string) error {
 	n, err := releaseScript.run(ctx, b.client, resend, []string{b.LeaseKey(name)}, owner).Int64()
 	if err != nil {
-		return fmt.Errorf("fencekit/redis: release %q: %w", name, err)
+		return opError("release", name, err)
 	}
 	if n != 1 {
 		return notHeld(name)
@@ -215,7 +215,7 @@ func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
 	}
 	reply, err := inspectScript.run(ctx, b.client, resend, []string{b.LeaseKey(name)}).Slice()
 	if err != nil {
-		return lock.Info{}, fmt.Errorf("fencekit/redis: inspect %q: %w", name, err)
+		return lock.Info{}, opError("inspect", name, err)
 	}
 	if len(reply) == 0 {
 		return lock.Info{Name: name}, nil

@@ -103,7 +103,7 @@ func (s *Store) write(ctx context.Context, op string, script *script, key string
 	args = append(append(args, formatFence(token)), extra...)
 	reply, err := script.run(ctx, s.client, sendOnce, []string{s.Key(key)}, args...).Slice()
 	if err != nil {
-		return fmt.Errorf("fencekit/redis: %s %q: %w", op, key, err)
+		return opError(op, key, err)
 	}
 	if len(reply) >= 1 {
 		switch reply[0] {
@@ -139,7 +139,7 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	_ = s.client.Process(ctx, cmd)
 	vals, err := cmd.Result()
 	if err != nil {
-		return fence.Record{}, fmt.Errorf("fencekit/redis: get %q: %w", key, err)
+		return fence.Record{}, opError("get", key, err)
 	}
 	if len(vals) != 2 {
 		return fence.Record{}, fmt.Errorf("fencekit/redis: get %q: unexpected reply %v", key, vals)
