@@ -57,19 +57,19 @@ func (c *replyClient) Process(_ context.Context, cmd goredis.Cmder) error {
 func TestServerRepliesClassified(t *testing.T) {
 	t.Parallel()
 	for reply, transient := range map[string]bool{
-		"LOADING Redis is loading the dataset in memory":                                  true,
-		"BUSY Redis is busy running a script. You can only call SCRIPT KILL":              true,
-		"TRYAGAIN Multiple keys request during rehashing of slot":                         true,
-		"CLUSTERDOWN The cluster is down":                                                 true,
+		"LOADING Redis is loading the dataset in memory":                                   true,
+		"BUSY Redis is busy running a script. You can only call SCRIPT KILL":               true,
+		"TRYAGAIN Multiple keys request during rehashing of slot":                          true,
+		"CLUSTERDOWN The cluster is down":                                                  true,
 		"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.": true,
-		"READONLY You can't write against a read only replica.":                           true,
-		"NOREPLICAS Not enough good replicas to write.":                                   true,
-		"NOAUTH Authentication required.":                                                 false,
-		"WRONGPASS invalid username-password pair or user is disabled.":                   false,
-		"NOPERM this user has no permissions to run the 'evalsha' command":                false,
-		"WRONGTYPE Operation against a key holding the wrong kind of value":               false,
-		"ERR user_script:1: Script attempted to access nonexistent global variable":       false,
-		"ERR increment or decrement would overflow":                                       false,
+		"READONLY You can't write against a read only replica.":                            true,
+		"NOREPLICAS Not enough good replicas to write.":                                    true,
+		"NOAUTH Authentication required.":                                                  false,
+		"WRONGPASS invalid username-password pair or user is disabled.":                    false,
+		"NOPERM this user has no permissions to run the 'evalsha' command":                 false,
+		"WRONGTYPE Operation against a key holding the wrong kind of value":                false,
+		"ERR user_script:1: Script attempted to access nonexistent global variable":        false,
+		"ERR increment or decrement would overflow":                                        false,
 	} {
 		b := fenceredis.NewBackend(&replyClient{errs: []error{serverReply(reply)}}, nil)
 		_, err := b.Acquire(testCtx(t), "job", newOwner(t), time.Second)
