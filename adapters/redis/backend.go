@@ -149,11 +149,7 @@ func parseAcquire(name string, reply []any) (fence.Token, error) {
 			}
 		case "held":
 			if ms, ok := reply[1].(int64); ok {
-				var left time.Duration
-				if ms > 0 {
-					left = time.Duration(ms) * time.Millisecond
-				}
-				return 0, &lock.HeldError{Name: name, TTL: left}
+				return 0, &lock.HeldError{Name: name, TTL: pttl(ms)}
 			}
 		}
 	}
@@ -194,7 +190,7 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 }
 
 func (b *Backend) release(ctx context.Context, name, owner string) error {
-	n, err := releaseScript.run(ctx, b.client, resend, []string{b.LeaseKey(name)}, owner).Int64()
+	n, err := releaseScript.run(ctx, b.client, sendOnce, []string{b.LeaseKey(name)}, owner).Int64()
 	if err != nil {
 		return opError("release", name, err)
 	}
@@ -226,11 +222,7 @@ func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
 		ms, ok3 := reply[2].(int64)
 		t, perr := strconv.ParseInt(tok, 10, 64)
 		if ok1 && ok2 && ok3 && perr == nil {
-			info := lock.Info{Name: name, Held: true, Owner: owner, Token: fence.Token(t)}
-			if ms > 0 {
-				info.TTL = time.Duration(ms) * time.Millisecond
-			}
-			return info, nil
+			return lock.Info{Name: name, Held: true, Owner: owner, Token: fence.Token(t), TTL: pttl(ms)}, nil
 		}
 	}
 	return lock.Info{}, fmt.Errorf("fencekit/redis: inspect %q: unexpected reply %v", name, reply)

@@ -29,17 +29,36 @@ type StoreOptions struct {
 // Fences are stored as 19-digit zero-padded decimals and compared digit by
 // digit, so the comparison is exact over the whole range 1..fence.MaxToken.
 type Store struct {
-	client Client
-	prefix string
+	client  Client
+	prefix  string
+	refused error // why every call is refused (a Ring); nil when usable
 }
 
+// errRing refuses a Store on a *goredis.Ring.
+var errRing = fence.Invalid("fencekit/redis: a Store cannot live on a *redis.Ring: " +
+	"a Ring re-hashes keys over its live shards, so while a shard is down a record is looked up " +
+	"on a shard that never saw its fence (any token is accepted), and when it comes back the writes " +
+	"made meanwhile, acknowledged ones included, disappear; use a *redis.Client or a *redis.ClusterClient")
+
 // NewStore returns a Store that keeps its records in client. opts may be nil.
+//
+// client must keep a key on one node for good: a *goredis.Client (a single
+// server or a failover client) or a *goredis.ClusterClient. A Store made on
+// a *goredis.Ring refuses every call with an error matching fence.ErrInvalid
+// and sends nothing, as one made on a nil client does: a Ring moves keys
+// between shards as shards come and go, and a fence that moves is no fence.
+// (A Backend on a Ring is accepted: there a moved key costs only exclusion,
+// which fencing covers.)
 func NewStore(client Client, opts *StoreOptions) *Store {
 	prefix := DefaultPrefix
 	if opts != nil && opts.Prefix != "" {
 		prefix = opts.Prefix
 	}
-	return &Store{client: client, prefix: escapeKey(prefix)}
+	s := &Store{client: client, prefix: escapeKey(prefix)}
+	if _, ring := client.(*goredis.Ring); ring {
+		s.refused = errRing
+	}
+	return s
 }
 
 // Key is the Redis key of the hash that holds key's record.
@@ -136,7 +155,9 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	}
 	cmd := goredis.NewSliceCmd(ctx, "hmget", s.Key(key), "value", "fence")
 	cmd.SetFirstKeyPos(1)
-	_ = s.client.Process(ctx, cmd)
+	if err := bounded(ctx, func() { _ = s.client.Process(ctx, cmd) }); err != nil {
+		return fence.Record{}, opError("get", key, err)
+	}
 	vals, err := cmd.Result()
 	if err != nil {
 		return fence.Record{}, opError("get", key, err)
