@@ -20,10 +20,6 @@ var _ lock.Backend = (*Backend)(nil)
 // new token being minted, when BackendOptions leaves CounterIdle at zero.
 const DefaultCounterIdle = 7 * 24 * time.Hour
 
-// DefaultWaitTimeout is the WAIT timeout used when BackendOptions asks for
-// replicas but leaves WaitTimeout at zero.
-const DefaultWaitTimeout = time.Second
-
 // BackendOptions configures a Backend. The zero value (or nil) means the
 // defaults.
 type BackendOptions struct {
@@ -43,23 +39,23 @@ type BackendOptions struct {
 	// WaitReplicas, when above zero, makes Acquire wait (WAIT) until that
 	// many replicas have acknowledged the new lease, at most WaitTimeout. If
 	// fewer do, the lease is released again and Acquire returns an error
-	// matching ErrReplication. It needs a *goredis.Client or a
-	// *goredis.ClusterClient (including the failover kinds).
+	// matching ErrReplication (and lock.ErrTransient, so lock.Client tries
+	// again). It needs a *goredis.Client or a *goredis.ClusterClient
+	// (including the failover kinds).
 	WaitReplicas int
 
 	// WaitTimeout bounds the replication wait; DefaultWaitTimeout when zero.
-	// It must stay below the client's ReadTimeout (3 s by default), which
-	// bounds the whole round trip.
+	// It must stay below the client's ReadTimeout (5 s by default in
+	// go-redis v9.23), which bounds the whole round trip.
 	WaitTimeout time.Duration
 }
 
 // Backend is a lock.Backend on Redis. It is safe for concurrent use.
 type Backend struct {
-	client       Client
-	prefix       string
-	counterIdle  int64 // milliseconds; <= 0: never expires
-	waitReplicas int
-	waitTimeout  time.Duration
+	client      Client
+	prefix      string
+	counterIdle int64 // milliseconds; <= 0: never expires
+	wait        replicationWait
 }
 
 // NewBackend returns a Backend that keeps its leases in client. opts may be
@@ -79,15 +75,11 @@ func NewBackend(client Client, opts *BackendOptions) *Backend {
 	case o.CounterIdle > 0:
 		idle = millis(o.CounterIdle)
 	}
-	if o.WaitTimeout <= 0 {
-		o.WaitTimeout = DefaultWaitTimeout
-	}
 	return &Backend{
-		client:       client,
-		prefix:       escapeKey(o.Prefix),
-		counterIdle:  idle,
-		waitReplicas: o.WaitReplicas,
-		waitTimeout:  o.WaitTimeout,
+		client:      client,
+		prefix:      escapeKey(o.Prefix),
+		counterIdle: idle,
+		wait:        newReplicationWait(o.WaitReplicas, o.WaitTimeout),
 	}
 }
 
@@ -116,7 +108,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	}
 	keys := []string{b.LeaseKey(name), b.CounterKey(name)}
 	args := []any{owner, millis(ttl), b.counterIdle}
-	if b.waitReplicas > 0 {
+	if b.wait.on() {
 		return b.acquireWait(ctx, name, owner, keys, args)
 	}
 	reply, err := acquireScript.run(ctx, b.client, resend, keys, args...).Slice()
