@@ -18,7 +18,12 @@ import (
 // *goredis.Client, *goredis.ClusterClient, *goredis.Ring and
 // goredis.UniversalClient satisfy it, and so do the failover clients:
 // goredis.NewFailoverClient returns a *goredis.Client and
-// goredis.NewFailoverClusterClient a *goredis.ClusterClient.
+// goredis.NewFailoverClusterClient a *goredis.ClusterClient. A Store refuses
+// a *goredis.Ring (see NewStore); a Backend accepts one.
+//
+// Any options will do: every call is bounded by its context even with
+// go-redis's default ContextTimeoutEnabled: false, and the calls that must
+// not be resent (fenced writes, Release) tell go-redis so.
 type Client interface {
 	Process(ctx context.Context, cmd goredis.Cmder) error
 }
