@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
+	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
 )
@@ -153,4 +154,60 @@ func TestAcquireFailsFastWithoutPermission(t *testing.T) {
 		require.True(t, strings.Contains(err.Error(), login.want), "%s: %v, want %s", user, err, login.want)
 		t.Logf("acquire as %s: %v", user, err)
 	}
+}
+
+// busyRecorder passes Acquire through and closes busy at the first attempt
+// that failed with a BUSY reply.
+type busyRecorder struct {
+	lock.Backend
+	once sync.Once
+	busy chan struct{}
+	seen error
+}
+
+func (r *busyRecorder) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
+	tok, err := r.Backend.Acquire(ctx, name, owner, ttl)
+	if err != nil && strings.Contains(err.Error(), "BUSY") {
+		r.once.Do(func() { r.seen = err; close(r.busy) })
+	}
+	return tok, err
+}
+
+// TestBusyServerIsRetried runs a script that never ends on a real server, so
+// that it answers BUSY to everyone else. lock.Client.Acquire, on a client
+// with default options, keeps retrying; once the script is killed it takes
+// the lock.
+func TestBusyServerIsRetried(t *testing.T) {
+	t.Parallel()
+	srv := testkit.NewRedisServer(t, "--busy-reply-threshold", "20")
+	c := srv.Client(t) // default options
+	ctx := testCtx(t)
+	b := fenceredis.NewBackend(c, nil)
+	warm := newOwner(t) // a pooled connection and the script cached
+	_, err := b.Acquire(ctx, "warm", warm, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, b.Release(ctx, "warm", warm))
+
+	slow := srv.Client(t)
+	slowDone := make(chan error, 1)
+	go func() { slowDone <- slow.Eval(context.Background(), "while true do end", nil).Err() }()
+	eventually(t, 10*time.Second, "the server answers BUSY", func() bool {
+		_, err := srv.Do("PING")
+		return err != nil && strings.HasPrefix(err.Error(), "BUSY")
+	})
+
+	rec := &busyRecorder{Backend: b, busy: make(chan struct{})}
+	killed := make(chan error, 1)
+	go func() {
+		<-rec.busy
+		_, err := srv.Do("SCRIPT", "KILL")
+		killed <- err
+	}()
+	lease, err := lock.New(rec, &lock.Options{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}).Acquire(ctx, "job", time.Minute)
+	require.NoError(t, err, "acquire once the busy script is killed")
+	require.NoError(t, <-killed)
+	require.ErrorIs(t, rec.seen, lock.ErrTransient)
+	require.Error(t, <-slowDone, "the slow script was killed")
+	t.Logf("retried after %v, then took the lock with token %d", rec.seen, lease.Token())
+	require.NoError(t, lease.Release(ctx))
 }
