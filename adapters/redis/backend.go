@@ -20,10 +20,6 @@ var _ lock.Backend = (*Backend)(nil)
 // new token being minted, when BackendOptions leaves CounterIdle at zero.
 const DefaultCounterIdle = 7 * 24 * time.Hour
 
-// DefaultWaitTimeout is the WAIT timeout used when BackendOptions asks for
-// replicas but leaves WaitTimeout at zero.
-const DefaultWaitTimeout = time.Second
-
 // BackendOptions configures a Backend. The zero value (or nil) means the
 // defaults.
 type BackendOptions struct {
@@ -43,23 +39,23 @@ type BackendOptions struct {
 	// WaitReplicas, when above zero, makes Acquire wait (WAIT) until that
 	// many replicas have acknowledged the new lease, at most WaitTimeout. If
 	// fewer do, the lease is released again and Acquire returns an error
-	// matching ErrReplication. It needs a *goredis.Client or a
-	// *goredis.ClusterClient (including the failover kinds).
+	// matching ErrReplication (and lock.ErrTransient, so lock.Client tries
+	// again). It needs a *goredis.Client or a *goredis.ClusterClient
+	// (including the failover kinds).
 	WaitReplicas int
 
 	// WaitTimeout bounds the replication wait; DefaultWaitTimeout when zero.
-	// It must stay below the client's ReadTimeout (3 s by default), which
-	// bounds the whole round trip.
+	// It must stay below the client's ReadTimeout (5 s by default in
+	// go-redis v9.23), which bounds the whole round trip.
 	WaitTimeout time.Duration
 }
 
 // Backend is a lock.Backend on Redis. It is safe for concurrent use.
 type Backend struct {
-	client       Client
-	prefix       string
-	counterIdle  int64 // milliseconds; <= 0: never expires
-	waitReplicas int
-	waitTimeout  time.Duration
+	client      Client
+	prefix      string
+	counterIdle int64 // milliseconds; <= 0: never expires
+	wait        replicationWait
 }
 
 // NewBackend returns a Backend that keeps its leases in client. opts may be
@@ -79,15 +75,11 @@ func NewBackend(client Client, opts *BackendOptions) *Backend {
 	case o.CounterIdle > 0:
 		idle = millis(o.CounterIdle)
 	}
-	if o.WaitTimeout <= 0 {
-		o.WaitTimeout = DefaultWaitTimeout
-	}
 	return &Backend{
-		client:       client,
-		prefix:       escapeKey(o.Prefix),
-		counterIdle:  idle,
-		waitReplicas: o.WaitReplicas,
-		waitTimeout:  o.WaitTimeout,
+		client:      client,
+		prefix:      escapeKey(o.Prefix),
+		counterIdle: idle,
+		wait:        newReplicationWait(o.WaitReplicas, o.WaitTimeout),
 	}
 }
 
@@ -116,7 +108,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	}
 	keys := []string{b.LeaseKey(name), b.CounterKey(name)}
 	args := []any{owner, millis(ttl), b.counterIdle}
-	if b.waitReplicas > 0 {
+	if b.wait.on() {
 		return b.acquireWait(ctx, name, owner, keys, args)
 	}
 	reply, err := acquireScript.run(ctx, b.client, resend, keys, args...).Slice()
@@ -132,7 +124,7 @@ func acquireError(name string, err error) error {
 	if isRedisError(err) && strings.Contains(err.Error(), "increment or decrement would overflow") {
 		return fmt.Errorf("fencekit/redis: acquire %q: no token above %d is left: %w", name, fence.MaxToken, err)
 	}
-	return fmt.Errorf("fencekit/redis: acquire %q: %w", name, err)
+	return opError("acquire", name, err)
 }
 
 // parseAcquire turns the acquire script's reply into a token or an error.
@@ -149,11 +141,7 @@ func parseAcquire(name string, reply []any) (fence.Token, error) {
 			}
 		case "held":
 			if ms, ok := reply[1].(int64); ok {
-				var left time.Duration
-				if ms > 0 {
-					left = time.Duration(ms) * time.Millisecond
-				}
-				return 0, &lock.HeldError{Name: name, TTL: left}
+				return 0, &lock.HeldError{Name: name, TTL: pttl(ms)}
 			}
 		}
 	}
@@ -172,7 +160,7 @@ func (b *Backend) Extend(ctx context.Context, name, owner string, ttl time.Durat
 	}
 	n, err := extendScript.run(ctx, b.client, resend, []string{b.LeaseKey(name)}, owner, millis(ttl)).Int64()
 	if err != nil {
-		return fmt.Errorf("fencekit/redis: extend %q: %w", name, err)
+		return opError("extend", name, err)
 	}
 	if n != 1 {
 		return notHeld(name)
@@ -194,9 +182,9 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 }
 
 func (b *Backend) release(ctx context.Context, name, owner string) error {
-	n, err := releaseScript.run(ctx, b.client, resend, []string{b.LeaseKey(name)}, owner).Int64()
+	n, err := releaseScript.run(ctx, b.client, sendOnce, []string{b.LeaseKey(name)}, owner).Int64()
 	if err != nil {
-		return fmt.Errorf("fencekit/redis: release %q: %w", name, err)
+		return opError("release", name, err)
 	}
 	if n != 1 {
 		return notHeld(name)
@@ -215,7 +203,7 @@ func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
 	}
 	reply, err := inspectScript.run(ctx, b.client, resend, []string{b.LeaseKey(name)}).Slice()
 	if err != nil {
-		return lock.Info{}, fmt.Errorf("fencekit/redis: inspect %q: %w", name, err)
+		return lock.Info{}, opError("inspect", name, err)
 	}
 	if len(reply) == 0 {
 		return lock.Info{Name: name}, nil
@@ -226,11 +214,7 @@ func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
 		ms, ok3 := reply[2].(int64)
 		t, perr := strconv.ParseInt(tok, 10, 64)
 		if ok1 && ok2 && ok3 && perr == nil {
-			info := lock.Info{Name: name, Held: true, Owner: owner, Token: fence.Token(t)}
-			if ms > 0 {
-				info.TTL = time.Duration(ms) * time.Millisecond
-			}
-			return info, nil
+			return lock.Info{Name: name, Held: true, Owner: owner, Token: fence.Token(t), TTL: pttl(ms)}, nil
 		}
 	}
 	return lock.Info{}, fmt.Errorf("fencekit/redis: inspect %q: unexpected reply %v", name, reply)

@@ -298,3 +298,22 @@ func TestNilClientRefused(t *testing.T) {
 	_, err = s.Get(ctx, "k")
 	require.ErrorIs(t, err, fence.ErrInvalid)
 }
+
+// TestTTLNearMaxInt64 takes a lock for the longest TTL there is. Redis keeps
+// it in milliseconds, which overflow a time.Duration when read back; Inspect
+// and HeldError clamp instead of reporting a negative TTL.
+func TestTTLNearMaxInt64(t *testing.T) {
+	t.Parallel()
+	c := testkit.Redis(t)
+	ctx := testCtx(t)
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c)})
+	_, err := b.Acquire(ctx, "job", newOwner(t), math.MaxInt64)
+	require.NoError(t, err)
+	info, err := b.Inspect(ctx, "job")
+	require.NoError(t, err)
+	require.Greater(t, info.TTL, 290*365*24*time.Hour, "Inspect TTL %v", info.TTL)
+	_, err = b.Acquire(ctx, "job", newOwner(t), time.Second)
+	var held *lock.HeldError
+	require.ErrorAs(t, err, &held)
+	require.Greater(t, held.TTL, 290*365*24*time.Hour, "HeldError TTL %v", held.TTL)
+}

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"math"
 	"strings"
 	"time"
 
@@ -17,7 +18,12 @@ import (
 // *goredis.Client, *goredis.ClusterClient, *goredis.Ring and
 // goredis.UniversalClient satisfy it, and so do the failover clients:
 // goredis.NewFailoverClient returns a *goredis.Client and
-// goredis.NewFailoverClusterClient a *goredis.ClusterClient.
+// goredis.NewFailoverClusterClient a *goredis.ClusterClient. A Store refuses
+// a *goredis.Ring (see NewStore); a Backend accepts one.
+//
+// Any options will do: every call is bounded by its context even with
+// go-redis's default ContextTimeoutEnabled: false, and the calls that must
+// not be resent (fenced writes, Release) tell go-redis so.
 type Client interface {
 	Process(ctx context.Context, cmd goredis.Cmder) error
 }
@@ -58,6 +64,20 @@ func millis(d time.Duration) int64 {
 	return int64(ms)
 }
 
+// pttl turns a PTTL reply into a duration: 0 when the key has no expiry or
+// none left (-1, -2), and at most the longest time.Duration, since Redis
+// keeps TTLs in milliseconds, which overflow a Duration above about 292
+// years.
+func pttl(ms int64) time.Duration {
+	switch {
+	case ms <= 0:
+		return 0
+	case ms > int64(math.MaxInt64/time.Millisecond):
+		return math.MaxInt64
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
 // errNilClient refuses calls on a Backend or Store made with a nil client.
 var errNilClient = fence.Invalid("nil redis client")
 
@@ -72,4 +92,9 @@ func ready(ctx context.Context, c Client) error {
 
 func (b *Backend) ready(ctx context.Context) error { return ready(ctx, b.client) }
 
-func (s *Store) ready(ctx context.Context) error { return ready(ctx, s.client) }
+func (s *Store) ready(ctx context.Context) error {
+	if s.refused != nil {
+		return s.refused
+	}
+	return ready(ctx, s.client)
+}

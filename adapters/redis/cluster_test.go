@@ -1,8 +1,10 @@
 package redis_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -133,5 +135,68 @@ func TestCluster(t *testing.T) {
 		t.Logf("with a replica on one master of three: %d acquisitions acknowledged, %d refused and released", acked, refused)
 		require.NotZero(t, acked)
 		require.NotZero(t, refused)
+	})
+
+	// WaitFollowsASK migrates a slot from the second master to the first
+	// (the one with a replica), with a lease and a store record in it. Keys
+	// already moved are answered ASK by the source: the waiting calls follow
+	// it to the target, with ASKING, instead of failing for the whole
+	// migration. (A fresh lock, whose two keys exist nowhere yet, gets
+	// TRYAGAIN on the target until the migration ends: transient, so
+	// lock.Client retries it.)
+	t.Run("WaitFollowsASK", func(t *testing.T) {
+		ctx := testCtx(t)
+		prefix := testkit.RedisPrefix(t, client)
+		b := fenceredis.NewBackend(client, &fenceredis.BackendOptions{Prefix: prefix, WaitReplicas: 1, WaitTimeout: 2 * time.Second})
+		s := fenceredis.NewStore(client, &fenceredis.StoreOptions{Prefix: prefix, WaitReplicas: 1, WaitTimeout: 2 * time.Second})
+		source, target := cluster.Nodes[1], cluster.Nodes[0]
+		var name string
+		for i := 0; name == ""; i++ {
+			n := fmt.Sprintf("ask-%d", i)
+			m, err := client.MasterForKey(ctx, b.LeaseKey(n))
+			require.NoError(t, err)
+			if m.Options().Addr == source.Addr() {
+				name = n
+			}
+		}
+		plain := fenceredis.NewBackend(client, &fenceredis.BackendOptions{Prefix: prefix})
+		o := newOwner(t)
+		tok, err := plain.Acquire(ctx, name, o, time.Minute)
+		require.NoError(t, err)
+
+		slot, err := source.Client(t).ClusterKeySlot(ctx, b.LeaseKey(name)).Result()
+		require.NoError(t, err)
+		sl := strconv.FormatInt(slot, 10)
+		sourceID, err := source.Do("CLUSTER", "MYID")
+		require.NoError(t, err)
+		targetID, err := target.Do("CLUSTER", "MYID")
+		require.NoError(t, err)
+		_, err = target.Do("CLUSTER", "SETSLOT", sl, "IMPORTING", sourceID)
+		require.NoError(t, err)
+		_, err = source.Do("CLUSTER", "SETSLOT", sl, "MIGRATING", targetID)
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			// Finish the migration: the slot now belongs to the target.
+			for _, n := range cluster.Nodes {
+				_, _ = n.Do("CLUSTER", "SETSLOT", sl, "NODE", targetID)
+			}
+			client.ReloadState(context.Background())
+		})
+		for _, key := range []string{b.LeaseKey(name), b.CounterKey(name)} {
+			_, err := source.Do("MIGRATE", "127.0.0.1", strconv.Itoa(target.Port()), key, "0", "5000")
+			require.NoError(t, err, "MIGRATE %s", key)
+		}
+
+		again, err := b.Acquire(ctx, name, o, time.Minute)
+		require.NoError(t, err, "a waiting re-acquire of a lease that has moved to the target")
+		require.Equal(t, tok, again)
+		require.NoError(t, s.Put(ctx, name, tok, []byte("during the migration")), "a waiting write of a new key in the migrating slot")
+		for node, want := range map[*testkit.RedisServer]string{source: "0", target: "3"} {
+			n, err := node.Do("CLUSTER", "COUNTKEYSINSLOT", sl)
+			require.NoError(t, err)
+			require.Equal(t, want, n, "keys in slot %s on %s: lease, counter and record on the target", sl, node.Addr())
+		}
+		t.Logf("slot %d migrating from %s to %s: re-acquire of %q and a store write followed ASK", slot, source.Addr(), target.Addr(), name)
+		require.NoError(t, b.Release(ctx, name, o))
 	})
 }

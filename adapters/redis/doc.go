@@ -12,7 +12,14 @@
 //
 // Both types take any go-redis client that satisfies Client: a *Client
 // (also what NewFailoverClient returns), a *ClusterClient (also what
-// NewFailoverClusterClient returns), a *Ring or a UniversalClient.
+// NewFailoverClusterClient returns), or a UniversalClient; a Backend also
+// takes a *Ring, which a Store refuses (a Ring moves keys, and fences with
+// them, between shards). Every call returns by its context's deadline, with
+// go-redis's default options too.
+//
+// A Store on an asynchronously replicated Redis loses its newest writes, and
+// their fences, in a failover unless StoreOptions.WaitReplicas makes each
+// write wait for replicas.
 //
 // Every operation is one Lua script and one network round trip (Get is one
 // HMGET). A lock's keys share the hash tag {name} and a Store record is one

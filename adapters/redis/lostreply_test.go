@@ -12,6 +12,7 @@ import (
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/lock"
 )
 
 // evalshaCalls is how many EVALSHA commands the server has executed.
@@ -29,11 +30,14 @@ func evalshaCalls(t *testing.T, srv *testkit.RedisServer) int {
 
 // TestLostReplies drops the reply to a request after the server executed it,
 // and cuts the connection, as a network failure at the worst moment does.
-// go-redis would send the command again. A fenced write must not be resent:
-// if a newer holder wrote in between, the resend would be refused as stale,
-// reporting "nothing changed" for a write that landed. So the write comes
-// back as a network error (outcome unknown), sent exactly once. An acquire
-// is resent, and the resend by the same owner recovers the same token.
+// go-redis (default options) would send the command again. A fenced write
+// must not be resent: if a newer holder wrote in between, the resend would be
+// refused as stale, reporting "nothing changed" for a write that landed. A
+// release must not be either: the resend would answer "not held", and the
+// caller would take its own successful release for a lost lease. So these
+// come back as a network error (outcome unknown), sent exactly once. An
+// acquire is resent, and the resend by the same owner recovers the same
+// token.
 func TestLostReplies(t *testing.T) {
 	t.Parallel()
 	srv := testkit.NewRedisServer(t)
@@ -53,6 +57,9 @@ func TestLostReplies(t *testing.T) {
 	require.NoError(t, s.Put(ctx, "warm", 1, nil))
 	require.NoError(t, s.Advance(ctx, "warm", 1))
 	require.NoError(t, s.Delete(ctx, "warm", 1))
+	held := newOwner(t)
+	_, err = b.Acquire(ctx, "held", held, time.Minute)
+	require.NoError(t, err)
 
 	for _, op := range []struct {
 		name string
@@ -61,6 +68,7 @@ func TestLostReplies(t *testing.T) {
 		{"Put", func() error { return s.Put(ctx, "k", 5, []byte("v5")) }},
 		{"Advance", func() error { return s.Advance(ctx, "k", 6) }},
 		{"Delete", func() error { return s.Delete(ctx, "k", 7) }},
+		{"Release", func() error { return b.Release(ctx, "held", held) }},
 	} {
 		// A pooled connection, so that the dropped reply is the script's and
 		// not a new connection's handshake.
@@ -71,10 +79,14 @@ func TestLostReplies(t *testing.T) {
 		<-dropped
 		require.Error(t, err, op.name)
 		require.NotErrorIs(t, err, fence.ErrStale, op.name)
+		require.NotErrorIs(t, err, lock.ErrNotHeld, op.name)
 		require.Equal(t, before+1, evalshaCalls(t, srv), "%s was sent again after its reply was lost", op.name)
 		t.Logf("%s with its reply lost: %v (sent once)", op.name, err)
 	}
-	// Each write was applied, though its caller could not know.
+	// Each call was applied, though its caller could not know.
+	info, err := fenceredis.NewBackend(direct, nil).Inspect(ctx, "held")
+	require.NoError(t, err)
+	require.False(t, info.Held, "the release ran")
 	rec, err := fenceredis.NewStore(direct, nil).Get(ctx, "k")
 	require.ErrorIs(t, err, fence.ErrNotFound, "record %+v: %q", rec, rec.Value)
 	require.Equal(t, fence.Token(7), rec.Fence)
@@ -87,7 +99,7 @@ func TestLostReplies(t *testing.T) {
 	<-dropped
 	require.NoError(t, err, "the resent acquire recovers the lease")
 	require.Equal(t, before+2, evalshaCalls(t, srv), "Acquire is sent again after a lost reply")
-	info, err := fenceredis.NewBackend(direct, nil).Inspect(ctx, "job")
+	info, err = fenceredis.NewBackend(direct, nil).Inspect(ctx, "job")
 	require.NoError(t, err)
 	require.Equal(t, a, info.Owner)
 	require.Equal(t, tok, info.Token, "the resend returned the token the first send minted")

@@ -54,31 +54,46 @@ func newScript(src string) *script {
 
 // Whether go-redis may send a script call again after a network error.
 const (
-	// resend: the call is idempotent for its caller (Acquire by the same
-	// owner returns the same token, Extend renews again, Inspect reads), so
-	// a resend after a lost reply recovers the answer.
+	// resend: a second run gives the caller the same answer the first
+	// would have (Acquire by the same owner returns the same token, Inspect
+	// reads), so a resend after a lost reply recovers the answer. Extend is
+	// one too: a second PEXPIRE by the same owner only moves the server's
+	// expiry later than the caller's local deadline assumes, which is the
+	// safe side, and extend.lua never re-creates a lease that expired in
+	// between (the resend then answers "not held", which is true).
 	resend = false
-	// sendOnce: the call is a fenced write. If its reply was lost after the
-	// server applied it, a resend could be refused as stale (a newer holder
-	// wrote in between) and report "nothing changed" for a write that
-	// landed. Sent once, the caller gets the network error instead: the
-	// outcome is unknown, which is the truth.
+	// sendOnce: a second run would answer differently once the first has
+	// run. A fenced write resent after a newer holder wrote is refused as
+	// stale and reports "nothing changed" for a write that landed; a
+	// release resent after it ran answers "not held", and the caller takes
+	// its own successful release for a lost lease. Sent once, the caller
+	// gets the network error instead: the outcome is unknown, which is the
+	// truth.
 	sendOnce = true
 )
 
 // run sends EVALSHA and, when the server answers NOSCRIPT (after SCRIPT
 // FLUSH, a restart or a failover), EVAL, which also caches the script again.
 // The script never ran when NOSCRIPT comes back, so the second send is safe
-// even for a sendOnce call.
+// even for a sendOnce call. It returns by ctx's deadline (see bounded); the
+// command then carries an *unknownOutcome error.
 func (s *script) run(ctx context.Context, c Client, once bool, keys []string, args ...any) *goredis.Cmd {
-	cmd := s.cmd(ctx, false, keys, args)
-	_ = c.Process(ctx, wrapOnce(cmd, once))
-	if !isNoScript(cmd.Err()) {
-		return cmd
+	var sent *goredis.Cmd // written by send only; read only once send is done
+	err := bounded(ctx, func() {
+		cmd := s.cmd(ctx, false, keys, args)
+		_ = c.Process(ctx, wrapOnce(cmd, once))
+		if isNoScript(cmd.Err()) {
+			cmd = s.cmd(ctx, true, keys, args)
+			_ = c.Process(ctx, wrapOnce(cmd, once))
+		}
+		sent = cmd
+	})
+	if err != nil {
+		abandoned := goredis.NewCmd(ctx)
+		abandoned.SetErr(err)
+		return abandoned
 	}
-	cmd = s.cmd(ctx, true, keys, args)
-	_ = c.Process(ctx, wrapOnce(cmd, once))
-	return cmd
+	return sent
 }
 
 // cmd builds EVALSHA (or EVAL when eval is set) for keys and args.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -19,6 +20,23 @@ type StoreOptions struct {
 	// k is the hash "<prefix>:{k}" (braces and '%' %-escaped), with the
 	// fields value and fence; a tombstone has the fence alone.
 	Prefix string
+
+	// WaitReplicas, when above zero, makes every Put, Delete and Advance
+	// wait (WAIT) until that many replicas have acknowledged it, at most
+	// WaitTimeout. Without it, a failover to a replica that had not yet
+	// received a write rolls back the value and the fence, and a holder
+	// whose token that write had fenced out is accepted again. If fewer
+	// replicas acknowledge, the write returns an error matching
+	// ErrReplication: its outcome is unknown (applied on the primary, may be
+	// lost in a failover), never success and never fence.ErrStale;
+	// repeating it with the same token is safe. Reads are not affected. It
+	// needs a *goredis.Client or a *goredis.ClusterClient (including the
+	// failover kinds).
+	WaitReplicas int
+
+	// WaitTimeout bounds the replication wait; DefaultWaitTimeout when zero.
+	// It must stay below the client's ReadTimeout.
+	WaitTimeout time.Duration
 }
 
 // Store is a fence.Store on Redis: every key is one hash holding the value
@@ -29,17 +47,40 @@ type StoreOptions struct {
 // Fences are stored as 19-digit zero-padded decimals and compared digit by
 // digit, so the comparison is exact over the whole range 1..fence.MaxToken.
 type Store struct {
-	client Client
-	prefix string
+	client  Client
+	prefix  string
+	wait    replicationWait
+	refused error // why every call is refused (a Ring); nil when usable
 }
 
+// errRing refuses a Store on a *goredis.Ring.
+var errRing = fence.Invalid("fencekit/redis: a Store cannot live on a *redis.Ring: " +
+	"a Ring re-hashes keys over its live shards, so while a shard is down a record is looked up " +
+	"on a shard that never saw its fence (any token is accepted), and when it comes back the writes " +
+	"made meanwhile, acknowledged ones included, disappear; use a *redis.Client or a *redis.ClusterClient")
+
 // NewStore returns a Store that keeps its records in client. opts may be nil.
+//
+// client must keep a key on one node for good: a *goredis.Client (a single
+// server or a failover client) or a *goredis.ClusterClient. A Store made on
+// a *goredis.Ring refuses every call with an error matching fence.ErrInvalid
+// and sends nothing, as one made on a nil client does: a Ring moves keys
+// between shards as shards come and go, and a fence that moves is no fence.
+// (A Backend on a Ring is accepted: there a moved key costs only exclusion,
+// which fencing covers.)
 func NewStore(client Client, opts *StoreOptions) *Store {
-	prefix := DefaultPrefix
-	if opts != nil && opts.Prefix != "" {
-		prefix = opts.Prefix
+	var o StoreOptions
+	if opts != nil {
+		o = *opts
 	}
-	return &Store{client: client, prefix: escapeKey(prefix)}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	s := &Store{client: client, prefix: escapeKey(o.Prefix), wait: newReplicationWait(o.WaitReplicas, o.WaitTimeout)}
+	if _, ring := client.(*goredis.Ring); ring {
+		s.refused = errRing
+	}
+	return s
 }
 
 // Key is the Redis key of the hash that holds key's record.
@@ -101,13 +142,26 @@ func (s *Store) write(ctx context.Context, op string, script *script, key string
 	}
 	args := make([]any, 0, 1+len(extra))
 	args = append(append(args, formatFence(token)), extra...)
-	reply, err := script.run(ctx, s.client, sendOnce, []string{s.Key(key)}, args...).Slice()
+	keys := []string{s.Key(key)}
+	var res waited
+	if s.wait.on() {
+		var err error
+		if res, err = s.wait.run(ctx, s.client, script, sendOnce, keys, args); err != nil {
+			return opError(op, key, err)
+		}
+	} else {
+		res.script = script.run(ctx, s.client, sendOnce, keys, args...)
+	}
+	reply, err := res.script.Slice()
 	if err != nil {
-		return fmt.Errorf("fencekit/redis: %s %q: %w", op, key, err)
+		return opError(op, key, err)
 	}
 	if len(reply) >= 1 {
 		switch reply[0] {
 		case "ok":
+			if s.wait.on() {
+				return s.acknowledged(op, key, res.wait)
+			}
 			return nil
 		case "stale":
 			if len(reply) == 2 {
@@ -124,6 +178,21 @@ func (s *Store) write(ctx context.Context, op string, script *script, key string
 	return fmt.Errorf("fencekit/redis: %s %q: unexpected reply %v", op, key, reply)
 }
 
+// acknowledged checks the replication wait after an applied write.
+func (s *Store) acknowledged(op, key string, wait *goredis.IntCmd) error {
+	e := &ReplicationError{Op: op, Name: key, Want: s.wait.replicas, Got: -1, Timeout: s.wait.timeout}
+	got, err := wait.Result()
+	switch {
+	case err != nil:
+		e.Err = err
+	case got < int64(s.wait.replicas):
+		e.Got = int(got)
+	default:
+		return nil
+	}
+	return e
+}
+
 // Get returns key's value and fence with one HMGET. When the key holds no
 // value (never written, deleted, or only advanced) the error matches
 // fence.ErrNotFound and the Record still carries the fence.
@@ -136,10 +205,12 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	}
 	cmd := goredis.NewSliceCmd(ctx, "hmget", s.Key(key), "value", "fence")
 	cmd.SetFirstKeyPos(1)
-	_ = s.client.Process(ctx, cmd)
+	if err := bounded(ctx, func() { _ = s.client.Process(ctx, cmd) }); err != nil {
+		return fence.Record{}, opError("get", key, err)
+	}
 	vals, err := cmd.Result()
 	if err != nil {
-		return fence.Record{}, fmt.Errorf("fencekit/redis: get %q: %w", key, err)
+		return fence.Record{}, opError("get", key, err)
 	}
 	if len(vals) != 2 {
 		return fence.Record{}, fmt.Errorf("fencekit/redis: get %q: unexpected reply %v", key, vals)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
@@ -93,4 +94,33 @@ func TestStoreRecordLayout(t *testing.T) {
 	rec, err = s.Get(ctx, "only-advanced")
 	require.True(t, errors.Is(err, fence.ErrNotFound))
 	require.Equal(t, fence.Token(3), rec.Fence)
+}
+
+// TestStoreRefusesRing: a Ring re-hashes keys over its live shards, so a
+// record can be looked up on a shard that never saw it (no fence: any token
+// accepted) and acknowledged writes vanish when a shard comes back. A Store
+// on a Ring refuses every call with fence.ErrInvalid and sends nothing.
+func TestStoreRefusesRing(t *testing.T) {
+	t.Parallel()
+	srv := testkit.NewRedisServer(t)
+	ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": srv.Addr()}})
+	t.Cleanup(func() { _ = ring.Close() })
+	rt := &roundTrips{}
+	ring.AddHook(rt)
+	ctx := testCtx(t)
+	for _, client := range []fenceredis.Client{ring, goredis.UniversalClient(ring)} {
+		s := fenceredis.NewStore(client, nil)
+		for name, op := range map[string]func() error{
+			"Put":     func() error { return s.Put(ctx, "k", 1, []byte("v")) },
+			"Delete":  func() error { return s.Delete(ctx, "k", 1) },
+			"Advance": func() error { return s.Advance(ctx, "k", 1) },
+			"Get":     func() error { _, err := s.Get(ctx, "k"); return err },
+		} {
+			err := op()
+			require.ErrorIs(t, err, fence.ErrInvalid, name)
+			require.ErrorContains(t, err, "Ring", name)
+		}
+	}
+	n, sent := rt.take()
+	require.Zero(t, n, "sent %v", sent)
 }

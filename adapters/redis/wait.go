@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -12,38 +14,54 @@ import (
 	"github.com/fencekit/fencekit/lock"
 )
 
-// ErrReplication means Acquire took the lock but fewer replicas than
-// BackendOptions.WaitReplicas acknowledged it within WaitTimeout. The lease
-// was released again (see ReplicationError.ReleaseErr), so no lock is left
-// behind.
-var ErrReplication = errors.New("fencekit/redis: lease not acknowledged by enough replicas")
+// ErrReplication means fewer replicas than asked for (BackendOptions or
+// StoreOptions WaitReplicas) acknowledged a write within WaitTimeout, or
+// WAIT itself failed.
+//
+// For Backend.Acquire the lease was released again (see
+// ReplicationError.ReleaseErr), so no lock is left behind. For a Store write
+// the outcome is unknown: the primary applied the write, and a failover may
+// still roll it back. Either way the same call may be retried: an acquire by
+// the same owner, a write with the same token.
+var ErrReplication = errors.New("fencekit/redis: write not acknowledged by enough replicas")
 
-// ErrWaitUnsupported means BackendOptions.WaitReplicas is set but the client
-// cannot send WAIT on the connection that ran the acquire script: WAIT only
-// counts the writes of its own connection. *goredis.Client and
-// *goredis.ClusterClient (and the failover clients, which are of those
-// types) can; a *goredis.Ring or another Client cannot. Nothing was sent.
+// ErrWaitUnsupported means WaitReplicas is set but the client cannot send
+// WAIT on the connection that ran the script: WAIT only counts the writes of
+// its own connection. *goredis.Client and *goredis.ClusterClient (and the
+// failover clients, which are of those types) can; another Client cannot.
+// Nothing was sent.
 var ErrWaitUnsupported = errors.New("fencekit/redis: replication wait needs a *redis.Client or *redis.ClusterClient")
 
-// ReplicationError is the error Acquire returns when the replication wait
-// fell short. It matches ErrReplication.
+// ReplicationError is the error a waiting Acquire or Store write returns
+// when the replication wait fell short. It matches ErrReplication, and
+// lock.ErrTransient when a retry may cure it (too few acknowledgements, or
+// WAIT failing for a transient reason).
 type ReplicationError struct {
-	Name    string        // the lock name
-	Want    int           // BackendOptions.WaitReplicas
+	Op      string        // "acquire", "put", "delete" or "advance"; "" means "acquire"
+	Name    string        // the lock name, or the Store key
+	Want    int           // WaitReplicas
 	Got     int           // replicas that acknowledged; -1 when WAIT itself failed
-	Timeout time.Duration // BackendOptions.WaitTimeout
+	Timeout time.Duration // WaitTimeout
 	// Err is why WAIT failed, when it did not simply count too few.
 	Err error
 	// ReleaseErr is set when releasing the unacknowledged lease failed: it
-	// then stays until its TTL ends.
+	// then stays until its TTL ends (lock.Client releases it when it gives
+	// up). Always nil for a Store write.
 	ReleaseErr error
 }
 
 // Error describes the shortfall.
 func (e *ReplicationError) Error() string {
-	msg := fmt.Sprintf("fencekit/redis: acquire %q: %d of %d replicas acknowledged within %v", e.Name, e.Got, e.Want, e.Timeout)
+	op := e.Op
+	if op == "" {
+		op = "acquire"
+	}
+	msg := fmt.Sprintf("fencekit/redis: %s %q: %d of %d replicas acknowledged within %v", op, e.Name, e.Got, e.Want, e.Timeout)
 	if e.Err != nil {
-		msg = fmt.Sprintf("fencekit/redis: acquire %q: replication wait failed: %v", e.Name, e.Err)
+		msg = fmt.Sprintf("fencekit/redis: %s %q: replication wait failed: %v", op, e.Name, e.Err)
+	}
+	if op != "acquire" {
+		msg += " (outcome unknown: applied on the primary, may be lost in a failover)"
 	}
 	if e.ReleaseErr != nil {
 		msg += fmt.Sprintf(" (releasing the lease again failed: %v)", e.ReleaseErr)
@@ -51,8 +69,20 @@ func (e *ReplicationError) Error() string {
 	return msg
 }
 
-// Is makes errors.Is(err, ErrReplication) true.
-func (e *ReplicationError) Is(target error) bool { return target == ErrReplication }
+// Is makes errors.Is(err, ErrReplication) true, and errors.Is(err,
+// lock.ErrTransient) when a retry may cure the shortfall: a replica that
+// lags or reconnects acknowledges later, so lock.Client retries a waiting
+// Acquire (with the same owner, which the script recognises) instead of
+// failing at once. A WAIT refused for good (NOPERM, say) is not transient.
+func (e *ReplicationError) Is(target error) bool {
+	switch target {
+	case ErrReplication:
+		return true
+	case lock.ErrTransient:
+		return e.Err == nil || lock.Retryable(e.Err)
+	}
+	return false
+}
 
 // Unwrap returns the WAIT and release failures, if any.
 func (e *ReplicationError) Unwrap() []error {
@@ -66,10 +96,36 @@ func (e *ReplicationError) Unwrap() []error {
 	return errs
 }
 
+// DefaultWaitTimeout is the WAIT timeout used when the options ask for
+// replicas but leave WaitTimeout at zero.
+const DefaultWaitTimeout = time.Second
+
+// replicationWait is WAIT n timeout after a script, as BackendOptions and
+// StoreOptions configure it.
+type replicationWait struct {
+	replicas int
+	timeout  time.Duration
+}
+
+func newReplicationWait(replicas int, timeout time.Duration) replicationWait {
+	if timeout <= 0 {
+		timeout = DefaultWaitTimeout
+	}
+	return replicationWait{replicas: replicas, timeout: timeout}
+}
+
+func (w replicationWait) on() bool { return w.replicas > 0 }
+
 // masterForKeyer is what *goredis.ClusterClient offers to reach the master of
 // a key's slot directly.
 type masterForKeyer interface {
 	MasterForKey(ctx context.Context, key string) (*goredis.Client, error)
+}
+
+// masterLister is what *goredis.ClusterClient offers to reach every master,
+// so that an ASK redirection can be followed to its node.
+type masterLister interface {
+	ForEachMaster(ctx context.Context, fn func(ctx context.Context, client *goredis.Client) error) error
 }
 
 // stateReloader is implemented by *goredis.ClusterClient.
@@ -77,94 +133,156 @@ type stateReloader interface {
 	ReloadState(ctx context.Context)
 }
 
-// releaseTimeout bounds the clean-up release after a failed replication
-// wait, which runs even when the caller's context has ended.
-const releaseTimeout = 2 * time.Second
-
-// waitConn returns the single-node client whose pipeline runs the acquire
-// script and WAIT on one connection. A ClusterClient pipeline would send the
+// waitConn returns the single-node client whose pipeline runs the script
+// and WAIT on one connection. A ClusterClient pipeline would send the
 // keyless WAIT to an arbitrary master, so for a cluster the pipeline goes to
-// the master that owns the lock's slot.
-func (b *Backend) waitConn(ctx context.Context, key string) (*goredis.Client, error) {
-	switch c := b.client.(type) {
+// the master that owns the key's slot.
+func waitConn(ctx context.Context, c Client, key string) (*goredis.Client, error) {
+	switch c := c.(type) {
 	case *goredis.Client:
 		return c, nil
 	case masterForKeyer:
 		return c.MasterForKey(ctx, key)
 	default:
-		return nil, fmt.Errorf("%w, got %T", ErrWaitUnsupported, b.client)
+		return nil, fmt.Errorf("%w, got %T", ErrWaitUnsupported, c)
 	}
+}
+
+// waited is what a script run with WAIT produced. When err is nil, script
+// holds the script's reply and wait WAIT's.
+type waited struct {
+	script *goredis.Cmd
+	wait   *goredis.IntCmd
+}
+
+// run sends s and WAIT in one pipeline on the connection of the node that
+// owns keys[0], so that WAIT counts the replicas that have the script's
+// writes. It resends with EVAL after NOSCRIPT, follows an ASK redirection
+// (a slot being migrated) once, with ASKING, and after MOVED reloads the
+// cluster's state and returns a transient error (the script did not run).
+// It returns by ctx's deadline.
+func (w replicationWait) run(ctx context.Context, c Client, s *script, once bool, keys []string, args []any) (waited, error) {
+	node, err := waitConn(ctx, c, keys[0])
+	if err != nil {
+		return waited{}, err
+	}
+	if rt := node.Options().ReadTimeout; rt > 0 && w.timeout >= rt {
+		return waited{}, fmt.Errorf("WaitTimeout %v must be below the client's ReadTimeout %v", w.timeout, rt)
+	}
+	var res waited
+	if err := bounded(ctx, func() { res = w.send(ctx, c, node, s, once, keys, args) }); err != nil {
+		return waited{}, err
+	}
+	if err := res.script.Err(); goredis.HasErrorPrefix(err, "MOVED ") || goredis.HasErrorPrefix(err, "ASK ") {
+		// The slot moved (or moved again while we followed ASK): the
+		// script did not run here. The next attempt goes to the new owner.
+		if r, ok := c.(stateReloader); ok {
+			r.ReloadState(ctx)
+		}
+		return waited{}, lock.Transient(err)
+	}
+	return res, nil
+}
+
+// send runs the pipeline on node, then on the node an ASK names.
+func (w replicationWait) send(ctx context.Context, c Client, node *goredis.Client, s *script, once bool, keys []string, args []any) waited {
+	res := w.pipeline(ctx, node, false, s, once, keys, args)
+	if err := res.script.Err(); goredis.HasErrorPrefix(err, "ASK ") {
+		if target := askTarget(ctx, c, err); target != nil {
+			res = w.pipeline(ctx, target, true, s, once, keys, args)
+		}
+	}
+	return res
+}
+
+// pipeline sends [ASKING,] the script and WAIT as one pipeline on node,
+// and once more with EVAL when the server did not know the script.
+func (w replicationWait) pipeline(ctx context.Context, node *goredis.Client, asking bool, s *script, once bool, keys []string, args []any) waited {
+	exec := func(eval bool) waited {
+		pipe := node.Pipeline()
+		if asking {
+			_ = pipe.Process(ctx, goredis.NewStatusCmd(ctx, "asking"))
+		}
+		res := waited{script: s.cmd(ctx, eval, keys, args)}
+		_ = pipe.Process(ctx, wrapOnce(res.script, once))
+		// Pipeliner has no Wait method; WAIT numreplicas timeout-ms.
+		res.wait = goredis.NewIntCmd(ctx, "wait", w.replicas, millis(w.timeout))
+		_ = pipe.Process(ctx, res.wait)
+		_, _ = pipe.Exec(ctx)
+		return res
+	}
+	res := exec(false)
+	if isNoScript(res.script.Err()) {
+		// The script did not run; WAIT had nothing new to count. EVAL runs
+		// the script and caches it again.
+		res = exec(true)
+	}
+	return res
+}
+
+// askTarget returns the master an ASK reply ("ASK <slot> <host:port>")
+// names, or nil when the client cannot reach it.
+func askTarget(ctx context.Context, c Client, ask error) *goredis.Client {
+	fields := strings.Fields(ask.Error())
+	masters, ok := c.(masterLister)
+	if len(fields) != 3 || !ok {
+		return nil
+	}
+	var (
+		mu    sync.Mutex
+		found *goredis.Client
+	)
+	_ = masters.ForEachMaster(ctx, func(_ context.Context, m *goredis.Client) error {
+		if m.Options().Addr == fields[2] {
+			mu.Lock()
+			found = m
+			mu.Unlock()
+		}
+		return nil
+	})
+	return found
 }
 
 // acquireWait runs the acquire script and WAIT in one pipeline, so that WAIT
 // counts the replicas that have the new lease; if too few acknowledge, it
 // releases the lease again.
 func (b *Backend) acquireWait(ctx context.Context, name, owner string, keys []string, args []any) (fence.Token, error) {
-	node, err := b.waitConn(ctx, keys[0])
+	res, err := b.wait.run(ctx, b.client, acquireScript, resend, keys, args)
 	if err != nil {
-		return 0, fmt.Errorf("fencekit/redis: acquire %q: %w", name, err)
+		// Nothing ran, or the context ended with the outcome unknown:
+		// lock.Client releases an ambiguous attempt when it gives up, and
+		// its next attempt (same owner) finds the lease if it was taken.
+		return 0, opError("acquire", name, err)
 	}
-	if rt := node.Options().ReadTimeout; rt > 0 && b.waitTimeout >= rt {
-		return 0, fmt.Errorf("fencekit/redis: acquire %q: WaitTimeout %v must be below the client's ReadTimeout %v", name, b.waitTimeout, rt)
-	}
-
-	run := func(eval bool) (*goredis.Cmd, *goredis.IntCmd, error) {
-		pipe := node.Pipeline()
-		var script *goredis.Cmd
-		if eval {
-			script = pipe.Eval(ctx, acquireScript.src, keys, args...)
-		} else {
-			script = pipe.EvalSha(ctx, acquireScript.hash, keys, args...)
-		}
-		// Pipeliner has no Wait method; WAIT numreplicas timeout-ms.
-		wait := goredis.NewIntCmd(ctx, "wait", b.waitReplicas, millis(b.waitTimeout))
-		_ = pipe.Process(ctx, wait)
-		_, err := pipe.Exec(ctx)
-		return script, wait, err
-	}
-	script, wait, execErr := run(false)
-	if isNoScript(script.Err()) {
-		// The script did not run; WAIT had nothing new to count. EVAL runs
-		// the script and caches it again.
-		script, wait, execErr = run(true)
-	}
-
-	reply, err := script.Slice()
+	reply, err := res.script.Slice()
 	if err != nil {
-		if goredis.HasErrorPrefix(err, "MOVED") || goredis.HasErrorPrefix(err, "ASK") {
-			// The slot moved: the script did not run on this node.
-			if r, ok := b.client.(stateReloader); ok {
-				r.ReloadState(ctx)
-			}
-			return 0, fmt.Errorf("fencekit/redis: acquire %q: %w", name, err)
-		}
 		if isRedisError(err) {
 			return 0, acquireError(name, err)
 		}
-		// A transport error or an ended context: the script may have run.
-		// Take the lease back so that none is left behind.
-		return 0, b.unreplicated(ctx, name, owner, -1, errors.Join(err, execErr))
+		// A transport error: the script may have run. Take the lease back
+		// so that none is left behind.
+		return 0, b.unreplicated(ctx, name, owner, -1, err)
 	}
 	token, err := parseAcquire(name, reply)
 	if err != nil {
 		return 0, err
 	}
-	got, err := wait.Result()
+	got, err := res.wait.Result()
 	if err != nil {
 		return 0, b.unreplicated(ctx, name, owner, -1, err)
 	}
-	if got < int64(b.waitReplicas) {
+	if got < int64(b.wait.replicas) {
 		return 0, b.unreplicated(ctx, name, owner, int(got), nil)
 	}
 	return token, nil
 }
 
-// unreplicated releases the lease that was not acknowledged and describes it.
+// unreplicated releases the lease that was not acknowledged and describes
+// it. The release is bounded by the caller's context like every call; if
+// that has ended, ReleaseErr says so and the lease ends with its TTL.
 func (b *Backend) unreplicated(ctx context.Context, name, owner string, got int, cause error) error {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
-	e := &ReplicationError{Name: name, Want: b.waitReplicas, Got: got, Timeout: b.waitTimeout, Err: cause}
-	if err := b.release(rctx, name, owner); err != nil && !errors.Is(err, lock.ErrNotHeld) {
+	e := &ReplicationError{Op: "acquire", Name: name, Want: b.wait.replicas, Got: got, Timeout: b.wait.timeout, Err: cause}
+	if err := b.release(ctx, name, owner); err != nil && !errors.Is(err, lock.ErrNotHeld) {
 		e.ReleaseErr = err
 	}
 	return e

@@ -112,3 +112,41 @@ func TestWaitTimeoutBelowReadTimeout(t *testing.T) {
 	n, _ := rt.take()
 	require.Zero(t, n)
 }
+
+// TestStoreWaitReplicas writes with a replication wait on a primary with one
+// replica: a write succeeds once the replica has it; with the replica down
+// the write is applied on the primary but reported as an unknown outcome
+// (ErrReplication), never as success and never as fence.ErrStale.
+func TestStoreWaitReplicas(t *testing.T) {
+	t.Parallel()
+	primary, replica := testkit.NewRedisReplicated(t)
+	c := primary.Client(t)
+	ctx := testCtx(t)
+	s := fenceredis.NewStore(c, &fenceredis.StoreOptions{WaitReplicas: 1, WaitTimeout: 2 * time.Second})
+	short := fenceredis.NewStore(c, &fenceredis.StoreOptions{WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond})
+
+	require.NoError(t, s.Put(ctx, "k", 5, []byte("v5")))
+	onReplica, err := replica.Client(t).HGet(ctx, s.Key("k"), "value").Result()
+	require.NoError(t, err)
+	require.Equal(t, "v5", onReplica, "the write was on the replica when Put returned")
+	require.ErrorIs(t, s.Put(ctx, "k", 4, []byte("late")), fence.ErrStale)
+
+	replica.Stop()
+	for op, write := range map[string]func() error{
+		"Put":     func() error { return short.Put(ctx, "k", 6, []byte("v6")) },
+		"Advance": func() error { return short.Advance(ctx, "k", 7) },
+		"Delete":  func() error { return short.Delete(ctx, "k", 8) },
+	} {
+		err := write()
+		require.ErrorIs(t, err, fenceredis.ErrReplication, op)
+		require.NotErrorIs(t, err, fence.ErrStale, op)
+		require.ErrorContains(t, err, "outcome unknown", op)
+		var re *fenceredis.ReplicationError
+		require.ErrorAs(t, err, &re)
+		require.Equal(t, 0, re.Got, op)
+		t.Logf("%s with the replica down: %v", op, err)
+	}
+	rec, err := fenceredis.NewStore(c, nil).Get(ctx, "k")
+	require.ErrorIs(t, err, fence.ErrNotFound, "the delete was applied on the primary")
+	require.Equal(t, fence.Token(8), rec.Fence)
+}

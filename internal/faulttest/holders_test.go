@@ -232,16 +232,19 @@ func TestAmbiguousAcquire(t *testing.T) {
 		rec.mu.Lock()
 		attempts := rec.attempts
 		rec.mu.Unlock()
-		if len(attempts) < 2 {
+		// A client that resends on its own (go-redis's defaults) recovers
+		// the lease inside the first attempt; otherwise the Client retries.
+		if len(attempts) < 2 && !r.resends {
 			t.Fatalf("%d attempt(s); want the lost one and a retry", len(attempts))
 		}
-		first := attempts[0]
-		if first.err == nil || errors.Is(first.err, lock.ErrHeld) {
-			t.Fatalf("first attempt: %v; want a transport error", first.err)
-		}
-		if !first.after.Held || first.after.Owner != lease.Owner() || first.after.Token != lease.Token() {
-			t.Fatalf("after the lost reply the server had %s; want it held by the lease's owner with token %d",
-				describe(first.after), lease.Token())
+		if first := attempts[0]; len(attempts) >= 2 {
+			if first.err == nil || errors.Is(first.err, lock.ErrHeld) {
+				t.Fatalf("first attempt: %v; want a transport error", first.err)
+			}
+			if !first.after.Held || first.after.Owner != lease.Owner() || first.after.Token != lease.Token() {
+				t.Fatalf("after the lost reply the server had %s; want it held by the lease's owner with token %d",
+					describe(first.after), lease.Token())
+			}
 		}
 		for i, at := range attempts {
 			if at.owner != lease.Owner() {

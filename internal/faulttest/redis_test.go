@@ -312,3 +312,117 @@ func TestRedisScriptFlush(t *testing.T) {
 	}
 	_ = b.Release(context.Background())
 }
+
+// A Store on an asynchronously replicated Redis, failed over to a replica
+// that missed the newest holder's writes. Without the replication wait the
+// next holder is told its Advance and Put succeeded, the failover rolls them
+// back with the fence, and the stale holder's write is accepted: the known
+// limit of a Store on the same replicated Redis. With the wait, a write the
+// replica has not acknowledged is reported as an unknown outcome (never as
+// success, never as stale), the holder repeats it once replication is back,
+// and after the promotion the stale holder is refused.
+func TestRedisStoreReplicaPromotion(t *testing.T) {
+	const stale, newer fence.Token = 10, 20 // A's token, and B's after A's lease ran out
+
+	t.Run("with replication wait", func(t *testing.T) {
+		ctx := testCtx(t)
+		primary, replica, link := replicatedPair(t)
+		prefix := testkit.Namespace(t)
+		onPrimary := fenceredis.NewStore(plainRedis(t, primary.Addr()), &fenceredis.StoreOptions{Prefix: prefix, WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond})
+		onReplica := fenceredis.NewStore(plainRedis(t, replica.Addr()), &fenceredis.StoreOptions{Prefix: prefix})
+
+		if err := onPrimary.Put(ctx, "k", stale, []byte("a")); err != nil {
+			t.Fatalf("A's write with the replica acknowledging: %v", err)
+		}
+		stopReplication(link)
+		err := onPrimary.Advance(ctx, "k", newer)
+		if !errors.Is(err, fenceredis.ErrReplication) || errors.Is(err, fence.ErrStale) {
+			t.Fatalf("B's Advance that no replica acknowledged: %v; want ErrReplication (outcome unknown)", err)
+		}
+		t.Logf("B's Advance with replication cut: %v", err)
+
+		// B does not go on after an unknown outcome: it repeats the
+		// Advance (same token, safe) once the replica is back.
+		link.RefuseNew(false)
+		replica.WaitReplicating()
+		waitAcked(t, primary)
+		if err := onPrimary.Advance(ctx, "k", newer); err != nil {
+			t.Fatalf("B's Advance repeated with the replica back: %v", err)
+		}
+		if err := onPrimary.Put(ctx, "k", newer, []byte("b")); err != nil {
+			t.Fatalf("B's write: %v", err)
+		}
+
+		stopReplication(link)
+		replica.Promote()
+		expectStale(t, "A's write on the promoted replica", onReplica.Put(ctx, "k", stale, []byte("a2")))
+		rec, err := onReplica.Get(ctx, "k")
+		if err != nil || string(rec.Value) != "b" || rec.Fence != newer {
+			t.Fatalf("after the promotion: %q fence %d, %v; want B's write", rec.Value, rec.Fence, err)
+		}
+	})
+
+	t.Run("without replication wait", func(t *testing.T) {
+		ctx := testCtx(t)
+		primary, replica, link := replicatedPair(t)
+		prefix := testkit.Namespace(t)
+		onPrimary := fenceredis.NewStore(plainRedis(t, primary.Addr()), &fenceredis.StoreOptions{Prefix: prefix})
+		onReplica := fenceredis.NewStore(plainRedis(t, replica.Addr()), &fenceredis.StoreOptions{Prefix: prefix})
+
+		if err := onPrimary.Put(ctx, "k", stale, []byte("a")); err != nil {
+			t.Fatal(err)
+		}
+		waitAcked(t, primary)
+		stopReplication(link)
+		// B is told both succeeded; neither reached the replica.
+		if err := onPrimary.Advance(ctx, "k", newer); err != nil {
+			t.Fatal(err)
+		}
+		if err := onPrimary.Put(ctx, "k", newer, []byte("b")); err != nil {
+			t.Fatal(err)
+		}
+		replica.Promote()
+		// The known limit: the fence rolled back with the data, and the
+		// stale holder is accepted.
+		if err := onReplica.Put(ctx, "k", stale, []byte("a2")); err != nil {
+			t.Fatalf("A's write on the promoted replica: %v; without the wait it is accepted (the documented limit)", err)
+		}
+		rec, err := onReplica.Get(ctx, "k")
+		if err != nil || string(rec.Value) != "a2" || rec.Fence != stale {
+			t.Fatalf("after the promotion: %q fence %d, %v; want A's late write over B's lost one", rec.Value, rec.Fence, err)
+		}
+		t.Logf("without the wait: B's acknowledged write was lost in the failover and stale token %d was accepted", stale)
+	})
+}
+
+// With go-redis's default options (no context deadlines on the socket) and
+// the server's replies held back, a lease's keep-alive renewal gives up at
+// the lease's local deadline, and Do returns soon after the lease is lost
+// instead of waiting for go-redis's ReadTimeout.
+func TestRedisDefaultClientBoundedByLeaseDeadline(t *testing.T) {
+	ctx := testCtx(t)
+	r := redisRig(t, "redis-defaults", defaultRedis, true)
+	r.warm(t)
+	const readTimeout = 5 * time.Second // go-redis v9.23's default
+	name := unique(t, "lock")
+	var lostAt time.Time
+	err := lock.New(r.backend, nil).Do(ctx, name, 4*r.ttl, func(ctx context.Context, _ *lock.Lease) error {
+		r.net.delay(0, time.Hour) // every reply from now on is held back
+		<-ctx.Done()
+		lostAt = time.Now()
+		return nil
+	})
+	took := time.Since(lostAt)
+	r.net.delay(0, 0)
+	if !errors.Is(err, lock.ErrLost) {
+		t.Fatalf("Do with the replies held back: %v; want ErrLost", err)
+	}
+	// Not a speed check: unbounded, the renewal in flight (sent at most one
+	// TTL, 600 ms, before the loss) waits for go-redis's ReadTimeout, so Do
+	// returns at least 4.4 s after the loss; bounded, about one TTL (the
+	// release's own bound).
+	if took >= readTimeout/2 {
+		t.Fatalf("Do returned %v after the lease was lost; the renewal or the release outlived the lease", took)
+	}
+	t.Logf("Do returned %v after the lease was lost: %v", took.Round(time.Millisecond), err)
+}

@@ -64,6 +64,10 @@ type rig struct {
 	// statements of a lock acquisition and a store write are ready, so that
 	// a dropped reply hits the request itself and not a handshake.
 	warm func(t *testing.T)
+	// resends is set when the faulty path's client sends a request again
+	// after a lost reply on its own (go-redis's defaults do for the calls
+	// the adapter lets it resend).
+	resends bool
 	// child describes how a worker process reaches the same backend;
 	// nil when it cannot (memory lives in this process).
 	child map[string]string
@@ -75,8 +79,13 @@ var backends = []struct {
 	make func(t *testing.T) *rig
 }{
 	{"memory", memoryRig},
-	{"redis", redisRig},
+	{"redis", func(t *testing.T) *rig { return redisRig(t, "redis", hardenedRedis, false) }},
 	{"postgres", postgresRig},
+	// go-redis as applications make it: resends after a broken connection
+	// (MaxRetries 3) and no context deadlines on the socket. The hardened
+	// client alone hid a resent Release and calls that outlived their
+	// context.
+	{"redis-defaults", func(t *testing.T) *rig { return redisRig(t, "redis-defaults", defaultRedis, true) }},
 }
 
 // eachBackend runs f as a subtest per backend.
@@ -109,9 +118,9 @@ func memoryRig(t *testing.T) *rig {
 	}
 }
 
-// redisClient returns a client for addr that surfaces faults as they are:
+// hardenedRedis returns a client for addr that surfaces faults as they are:
 // no retries of its own, and contexts bound every socket read.
-func redisClient(t *testing.T, addr string) *goredis.Client {
+func hardenedRedis(t *testing.T, addr string) *goredis.Client {
 	c := goredis.NewClient(&goredis.Options{
 		Addr:                  addr,
 		MaxRetries:            -1,
@@ -125,7 +134,15 @@ func redisClient(t *testing.T, addr string) *goredis.Client {
 	return c
 }
 
-func redisRig(t *testing.T) *rig {
+// defaultRedis returns a client for addr with go-redis's default options.
+func defaultRedis(t *testing.T, addr string) *goredis.Client {
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// redisRig builds a Redis rig whose clients come from newClient.
+func redisRig(t *testing.T, name string, newClient func(t *testing.T, addr string) *goredis.Client, resends bool) *rig {
 	url := testkit.RedisURL(t)
 	opts, err := goredis.ParseURL(url)
 	if err != nil {
@@ -133,11 +150,11 @@ func redisRig(t *testing.T) *rig {
 	}
 	p := testkit.NewProxy(t, opts.Addr)
 	prefix := testkit.Namespace(t)
-	direct := redisClient(t, opts.Addr)
-	faulty := redisClient(t, p.Addr())
+	direct := hardenedRedis(t, opts.Addr)
+	faulty := newClient(t, p.Addr())
 	t.Cleanup(func() { deleteRedisPrefix(t, direct, prefix) })
 	r := &rig{
-		name: "redis", ttl: 150 * time.Millisecond,
+		name: name, ttl: 150 * time.Millisecond, resends: resends,
 		backend:     fenceredis.NewBackend(faulty, &fenceredis.BackendOptions{Prefix: prefix}),
 		store:       fenceredis.NewStore(faulty, &fenceredis.StoreOptions{Prefix: prefix}),
 		net:         proxyFaults{p},

@@ -1,0 +1,49 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+)
+
+// unknownOutcome is the error of a call whose context ended while its
+// request was on its way or its reply outstanding: the server may or may not
+// have run it. It matches the context's error.
+type unknownOutcome struct{ ctxErr error }
+
+func (e *unknownOutcome) Error() string { return fmt.Sprintf("outcome unknown: %v", e.ctxErr) }
+func (e *unknownOutcome) Unwrap() error { return e.ctxErr }
+
+// bounded runs send, which sends requests through go-redis and records
+// their results in its commands, and waits for it at most until ctx ends.
+//
+// go-redis honours a context's deadline on the socket only with
+// ContextTimeoutEnabled, which is off by default: a call then waits for the
+// client's ReadTimeout (and may be resent after it), however short the
+// caller's deadline. A lease's renewal and release must not outlive the
+// lease, so the adapter bounds every call itself. When ctx ends first,
+// bounded returns an *unknownOutcome and send keeps running in the
+// background until go-redis gives up; the caller must not look at send's
+// commands then. go-redis checks the context before every resend, so an
+// abandoned call is not sent again.
+func bounded(ctx context.Context, send func()) error {
+	if ctx.Done() == nil {
+		send()
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		send()
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		select {
+		case <-done: // finished at the same moment: its answer stands
+			return nil
+		default:
+			return &unknownOutcome{ctxErr: ctx.Err()}
+		}
+	}
+}
