@@ -200,12 +200,76 @@ const (
 	codeDeadlockDetected     = "40P01"
 )
 
-// wrapErr wraps a database error for op, turning serialization failures and
-// deadlocks into a *ConflictError.
+// wrapErr wraps a database error for op and classifies it (see transient):
+// serialization failures and deadlocks become a *ConflictError, failures
+// that a retry may cure are marked with lock.Transient, and everything else
+// stays permanent, so that lock.Client.Acquire fails fast on it. The
+// driver's error is always kept for errors.As.
 func wrapErr(op string, err error) error {
+	var wrapped error
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == codeSerializationFailure || pgErr.Code == codeDeadlockDetected) {
-		return &ConflictError{Op: op, Err: err}
+	hasPgErr := errors.As(err, &pgErr)
+	if hasPgErr && (pgErr.Code == codeSerializationFailure || pgErr.Code == codeDeadlockDetected) {
+		wrapped = &ConflictError{Op: op, Err: err}
+	} else {
+		wrapped = fmt.Errorf("postgres: %s: %w", op, err)
 	}
-	return fmt.Errorf("postgres: %s: %w", op, err)
+	switch {
+	case transient(err):
+		return lock.Transient(wrapped)
+	case hasPgErr && lock.Retryable(wrapped):
+		// The server refused (a failed login, say), and pgx joined that
+		// refusal with a network error from another host of the connection
+		// string. The refusal decides: hide the rest from errors.As, so
+		// that lock.Retryable does not take it for a network failure.
+		return &permanentError{msg: wrapped.Error(), cause: pgErr}
+	}
+	return wrapped
 }
+
+// transient reports whether a retry of the same call may cure err: a
+// server reply whose SQLSTATE says so (see transientCode), a timeout, or a
+// connection that pgx knows broke or was never used.
+func transient(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// The server answered: its code decides, even when pgx joined the
+		// answer with other hosts' network errors.
+		return transientCode(pgErr.Code)
+	}
+	return pgconn.Timeout(err) || pgconn.SafeToRetry(err) || errors.Is(err, pgconn.ErrConnClosed)
+}
+
+// transientCode reports whether a SQLSTATE means "try again later": the
+// connection failed (class 08), the transaction lost a conflict (40001,
+// 40P01), the server is short of resources (class 53: too many connections,
+// out of memory or disk), shutting down or starting up (57P01, 57P02,
+// 57P03), a lock or statement timeout ended the statement (55P03, 57014).
+// Everything else (an undefined table 42P01, a failed login 28P01 or 28000,
+// a missing database 3D000, a missing privilege 42501, bad data) is
+// permanent: the same call fails the same way.
+func transientCode(code string) bool {
+	switch {
+	case strings.HasPrefix(code, "08"), strings.HasPrefix(code, "53"):
+		return true
+	}
+	switch code {
+	case codeSerializationFailure, codeDeadlockDetected,
+		"57P01", "57P02", "57P03", // admin_shutdown, crash_shutdown, cannot_connect_now
+		"55P03", // lock_not_available (lock_timeout, NOWAIT)
+		"57014": // query_canceled (statement_timeout)
+		return true
+	}
+	return false
+}
+
+// permanentError is a server's refusal that pgx reported together with
+// other hosts' network errors. Its message keeps them all; Unwrap gives
+// only the server's *pgconn.PgError.
+type permanentError struct {
+	msg   string
+	cause *pgconn.PgError
+}
+
+func (e *permanentError) Error() string { return e.msg }
+func (e *permanentError) Unwrap() error { return e.cause }
