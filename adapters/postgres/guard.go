@@ -132,7 +132,7 @@ func (r Row) updateSQL(set map[string]any) (update, lookup string, args []any, e
 	if len(r.Table) == 0 {
 		return "", "", nil, fence.Invalid("postgres: update: no table")
 	}
-	table, err := tableName(r.Table, "")
+	table, err := tableName(r.Table)
 	if err != nil {
 		return "", "", nil, err
 	}

@@ -50,8 +50,19 @@ type DB interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// Pool is what Backend needs: a pool of connections, on which every
+// statement takes a connection of its own and commits on its own.
+// *pgxpool.Pool satisfies it; pgx.Tx and *pgx.Conn do not, on purpose (see
+// Backend). Backend never calls Acquire: the method is what sets a pool
+// apart from a transaction or a single connection.
+type Pool interface {
+	DB
+	Acquire(ctx context.Context) (*pgxpool.Conn, error)
+}
+
 var (
-	_ DB = (*pgxpool.Pool)(nil)
+	_ Pool = (*pgxpool.Pool)(nil)
+	_ DB   = (*pgxpool.Pool)(nil)
 	_ DB = (*pgx.Conn)(nil)
 	_ DB = (pgx.Tx)(nil)
 
@@ -76,26 +87,45 @@ type Options struct {
 	LeaseTable pgx.Identifier
 }
 
-// tables returns the sanitized table names, or an error matching
-// fence.ErrInvalid for a malformed identifier.
-func (o *Options) tables() (store, leases string, err error) {
-	var so, lo pgx.Identifier
+// identifiers returns the two table names with the defaults applied.
+func (o *Options) identifiers() (store, leases pgx.Identifier) {
 	if o != nil {
-		so, lo = o.StoreTable, o.LeaseTable
+		store, leases = o.StoreTable, o.LeaseTable
 	}
-	if store, err = tableName(so, DefaultStoreTable); err != nil {
+	if len(store) == 0 {
+		store = pgx.Identifier{DefaultStoreTable}
+	}
+	if len(leases) == 0 {
+		leases = pgx.Identifier{DefaultLeaseTable}
+	}
+	return store, leases
+}
+
+// tables returns the sanitized table names, or an error matching
+// fence.ErrInvalid for a malformed identifier or for one table named as
+// both (Backend's statements fail on a store table, and the reverse).
+func (o *Options) tables() (store, leases string, err error) {
+	so, lo := o.identifiers()
+	if store, err = tableName(so); err != nil {
 		return "", "", fmt.Errorf("postgres: StoreTable: %w", err)
 	}
-	if leases, err = tableName(lo, DefaultLeaseTable); err != nil {
+	if leases, err = tableName(lo); err != nil {
 		return "", "", fmt.Errorf("postgres: LeaseTable: %w", err)
+	}
+	if store == leases {
+		return "", "", sameTable(store)
 	}
 	return store, leases, nil
 }
 
-// tableName sanitizes id as a table name, or def when id is empty.
-func tableName(id pgx.Identifier, def string) (string, error) {
+func sameTable(name string) error {
+	return fence.Invalid("postgres: StoreTable and LeaseTable are both %s; the Store and the Backend need a table each", name)
+}
+
+// tableName sanitizes id as a table name.
+func tableName(id pgx.Identifier) (string, error) {
 	if len(id) == 0 {
-		id = pgx.Identifier{def}
+		return "", fence.Invalid("no table name")
 	}
 	if len(id) > 2 {
 		return "", fence.Invalid("table name %q has %d parts; want table or schema.table", strings.Join(id, "."), len(id))
@@ -154,6 +184,11 @@ CREATE TABLE IF NOT EXISTS %s (
 // run as one transaction under an advisory transaction lock (one
 // multi-statement query; inside a pgx.Tx, as part of it). A schema named in
 // Options must already exist.
+//
+// Options whose two names denote one table (equal names, or a qualified and
+// an unqualified name that resolve to the same table through the
+// search_path) are refused with an error matching fence.ErrInvalid, and
+// nothing is created.
 func Migrate(ctx context.Context, db DB, opts *Options) error {
 	if db == nil {
 		return fence.Invalid("postgres: nil DB")
@@ -162,10 +197,40 @@ func Migrate(ctx context.Context, db DB, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	if err := checkDistinctTables(ctx, db, opts); err != nil {
+		return err
+	}
 	// Without arguments pgx sends the simple query protocol, in which
 	// several statements run as one implicit transaction.
 	if _, err := db.Exec(ctx, sql); err != nil {
 		return wrapErr("migrate", err)
+	}
+	return nil
+}
+
+// checkDistinctTables refuses two table names that denote one table on the
+// server: both exist and are the same relation, or both would be created
+// in the same schema under the same name (an unqualified name is created
+// in current_schema()). The names are parameters.
+func checkDistinctTables(ctx context.Context, db DB, opts *Options) error {
+	so, lo := opts.identifiers()
+	split := func(id pgx.Identifier) (schema *string, table string) {
+		if len(id) == 2 {
+			return &id[0], id[1]
+		}
+		return nil, id[0]
+	}
+	ss, st := split(so)
+	ls, lt := split(lo)
+	var same bool
+	err := db.QueryRow(ctx, `SELECT coalesce(to_regclass($1) = to_regclass($2), false)
+    OR coalesce(coalesce($3::text, current_schema()) = coalesce($4::text, current_schema()) AND $5::text = $6::text, false)`,
+		so.Sanitize(), lo.Sanitize(), ss, ls, st, lt).Scan(&same)
+	switch {
+	case err != nil:
+		return wrapErr("migrate: compare table names", err)
+	case same:
+		return sameTable(so.Sanitize() + " and " + lo.Sanitize())
 	}
 	return nil
 }

@@ -521,24 +521,21 @@ func TestTokensSurviveRestart(t *testing.T) {
 	t.Logf("tokens in order: %v", tokens)
 }
 
-// No session state: a lease taken on one connection is extended, re-acquired
-// and released on others, including inside a transaction.
+// No session state: a lease taken through one pool is extended,
+// re-acquired and released through another, whose connections are others.
 func TestAnyConnection(t *testing.T) {
 	ctx := testCtx(t)
 	pool := migrated(t, testkit.Postgres(t))
-	c1, err := pool.Acquire(ctx)
+	other, err := pgxpool.NewWithConfig(ctx, pool.Config())
 	require.NoError(t, err)
-	defer c1.Release()
-	c2, err := pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer c2.Release()
+	t.Cleanup(other.Close)
 	var pid1, pid2 uint32
-	require.NoError(t, c1.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid1))
-	require.NoError(t, c2.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid2))
+	require.NoError(t, pool.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid1))
+	require.NoError(t, other.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid2))
 	require.NotEqual(t, pid1, pid2)
 
-	on1 := postgres.NewBackend(c1.Conn(), nil)
-	on2 := postgres.NewBackend(c2.Conn(), nil)
+	on1 := postgres.NewBackend(pool, nil)
+	on2 := postgres.NewBackend(other, nil)
 	o := newOwner(t)
 	tok, err := on1.Acquire(ctx, "l", o, time.Minute)
 	require.NoError(t, err)
@@ -550,11 +547,7 @@ func TestAnyConnection(t *testing.T) {
 	var held *lock.HeldError
 	require.ErrorAs(t, err, &held)
 	require.Greater(t, held.TTL, 30*time.Second)
-
-	tx, err := c2.Begin(ctx)
-	require.NoError(t, err)
-	require.NoError(t, postgres.NewBackend(tx, nil).Release(ctx, "l", o))
-	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, on2.Release(ctx, "l", o))
 
 	info, err := on1.Inspect(ctx, "l")
 	require.NoError(t, err)
@@ -657,30 +650,30 @@ func TestHeldErrorTTL(t *testing.T) {
 
 // countingDB counts the statements sent through it.
 type countingDB struct {
-	postgres.DB
+	postgres.Pool
 	n atomic.Int64
 }
 
 func (c *countingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	c.n.Add(1)
-	return c.DB.Exec(ctx, sql, args...)
+	return c.Pool.Exec(ctx, sql, args...)
 }
 
 func (c *countingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	c.n.Add(1)
-	return c.DB.Query(ctx, sql, args...)
+	return c.Pool.Query(ctx, sql, args...)
 }
 
 func (c *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	c.n.Add(1)
-	return c.DB.QueryRow(ctx, sql, args...)
+	return c.Pool.QueryRow(ctx, sql, args...)
 }
 
 // Every operation is one statement, a refused acquire included: under
 // contention the refused attempts are most of the traffic.
 func TestOneStatementPerOperation(t *testing.T) {
 	ctx := testCtx(t)
-	db := &countingDB{DB: migrated(t, testkit.Postgres(t))}
+	db := &countingDB{Pool: migrated(t, testkit.Postgres(t))}
 	b := postgres.NewBackend(db, nil)
 	s := postgres.NewStore(db, nil)
 	a, other := newOwner(t), newOwner(t)
