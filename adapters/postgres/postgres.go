@@ -63,8 +63,8 @@ type Pool interface {
 var (
 	_ Pool = (*pgxpool.Pool)(nil)
 	_ DB   = (*pgxpool.Pool)(nil)
-	_ DB = (*pgx.Conn)(nil)
-	_ DB = (pgx.Tx)(nil)
+	_ DB   = (*pgx.Conn)(nil)
+	_ DB   = (pgx.Tx)(nil)
 
 	_ fence.Store  = (*Store)(nil)
 	_ lock.Backend = (*Backend)(nil)
