@@ -1,20 +1,30 @@
 // Package postgres keeps fencekit's locks and fenced data in PostgreSQL,
 // over pgx v5.
 //
-// It has three parts, all of which accept a DB: a *pgxpool.Pool, a
-// *pgx.Conn, or a pgx.Tx to take part in the caller's transaction.
+// Which part takes what, and why:
 //
-//   - Store is a fence.Store on a table (key, value, fence). Every write is
-//     one INSERT ... ON CONFLICT statement that compares the token with the
-//     row's fence and writes in the same step.
-//   - Guard fences the caller's own transaction on its own tables: Check
-//     raises a resource's fence inside the transaction and holds the row lock
-//     until commit, or reports a stale token so that the caller rolls back.
-//     UpdateFenced is the other recipe: a fence column on the caller's rows.
-//   - Backend is a lock.Backend on a lease table. Expiry is decided by the
-//     database clock, and each lock's token lives in its row, raised in the
-//     statement that grants the lease, so tokens keep rising across releases,
-//     expiries and server restarts.
+//   - Backend is a lock.Backend on a lease table. It takes a Pool (a
+//     *pgxpool.Pool), never a pgx.Tx or a *pgx.Conn: a token minted in a
+//     transaction that rolls back would be minted again for the next holder
+//     (two holders, one token), and a lock.Client calls its Backend from
+//     several goroutines at once, which one connection cannot serve. Expiry
+//     is decided by the database clock, and each lock's token lives in its
+//     row, raised in the statement that grants the lease, so tokens keep
+//     rising across releases, expiries and server restarts.
+//   - Store is a fence.Store on a table (key, value, fence). It takes a DB:
+//     a pool, a *pgx.Conn, or a pgx.Tx to make its writes part of the
+//     caller's transaction. Every write is one INSERT ... ON CONFLICT
+//     statement that compares the token with the row's fence and writes in
+//     the same step.
+//   - Guard fences the caller's own transaction (a pgx.Tx) on its own
+//     tables: Check raises a resource's fence inside the transaction and
+//     holds the row lock until commit, or reports a stale token so that the
+//     caller rolls back.
+//   - UpdateFenced is the version-column recipe: one fenced UPDATE of one of
+//     the caller's rows, on a pool or a pgx.Tx, with a composite key and an
+//     optional Where condition if needed. For a read-modify-write, raise the
+//     fence first (UpdateFenced with nothing to set), then read, then write:
+//     see docs/postgres.md.
 //
 // Create the tables with Migrate, or with the SQL in docs/postgres.md.
 // Everything works under the default READ COMMITTED isolation. Under
@@ -22,6 +32,11 @@
 // transaction; such failures come back as a *ConflictError matching
 // ErrConflict, never as a silent success, and the caller retries the whole
 // transaction.
+//
+// Driver errors that a retry may cure (lost connections, timeouts,
+// conflicts, a server starting or shutting down) are marked with
+// lock.Transient, so that lock.Client retries them; all others (a missing
+// table, a failed login) are permanent and fail fast.
 //
 // No session state is used: each call is one statement (two on a refusal),
 // so any connection of a pool will do.
@@ -41,9 +56,9 @@ import (
 	"github.com/fencekit/fencekit/lock"
 )
 
-// DB is what this package needs of a connection: *pgxpool.Pool, *pgx.Conn
-// and pgx.Tx all satisfy it. Pass a pgx.Tx to run a call inside your own
-// transaction.
+// DB is what Store, Guard, UpdateFenced and Migrate need of a connection:
+// *pgxpool.Pool, *pgx.Conn and pgx.Tx all satisfy it. Pass a pgx.Tx to run a
+// call inside your own transaction. Backend needs a Pool.
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
