@@ -217,8 +217,9 @@ func invoiceWorker() int {
 // "pending" and is frozen with SIGSTOP (keep-alive included: a time.Sleep
 // under keep-alive is no pause, the lease would stay alive) until its lease
 // has expired; worker B takes the lock with a higher token and reads
-// "pending" too; then A is continued and writes at once, before B writes;
-// worker C competes for every invoice throughout.
+// "pending" too; then A is continued and writes at once, before B writes.
+// Worker C, started once B holds invoice 1, competes with A and B for every
+// invoice.
 //
 // With the raise-first recipe every invoice is sent exactly once: B's raise
 // made A's late write stale. With the recipe docs/postgres.md used to show
@@ -274,11 +275,12 @@ func TestInvoicesSentOnce(t *testing.T) {
 			a.say("write") // read first thing once continued
 
 			b := worker(1)
-			c := worker(0)
 			tokB := b.expectToken("read ") // after A's lease expired
 			if tokB <= tokA {
 				t.Fatalf("B's token %d is not above A's %d", tokB, tokA)
 			}
+			// Started now, so that it cannot take invoice 1 before B.
+			c := worker(0)
 			a.cont()
 			if got := a.next("A's late write"); got != tc.lateWrite {
 				t.Fatalf("A's late write: %q, want %q", got, tc.lateWrite)
