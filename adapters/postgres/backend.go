@@ -24,29 +24,43 @@ import (
 // tokens start again at 1.
 //
 // Every call is one statement (Acquire reads once more only in the rare race
-// where its snapshot missed the holder's row), and no session state is used: any pooled
-// connection will do, and a lease taken on one connection can be extended or
-// released on another.
+// where its snapshot missed the holder's row), and no session state is used:
+// any pooled connection will do, and a lease taken on one connection can be
+// extended or released on another.
+//
+// Backend takes a Pool (a *pgxpool.Pool), never a pgx.Tx or a *pgx.Conn:
+//
+//   - A token is a promise that no other holder ever gets it. A token minted
+//     inside a caller's transaction that then rolls back is forgotten, and
+//     minted again for the next holder: two holders with one token, and the
+//     fenced store accepts both.
+//   - A Client uses its Backend from several goroutines at once (a
+//     keep-alive renewing one lease while another is acquired), which one
+//     *pgx.Conn does not allow ("conn busy", or worse).
+//
+// So every Backend call is its own statement on a pooled connection,
+// committed when it returns. Store, Guard and UpdateFenced do take a pgx.Tx,
+// to make fenced writes part of the caller's transaction.
 type Backend struct {
-	db                               DB
+	db                               Pool
 	err                              error
 	acquire, extend, release, lookup string
 }
 
-// NewBackend returns a Backend on db with the lease table named in opts (nil
-// for the default fencekit_leases). The table must exist (see Migrate). A
-// malformed table name or a nil db is reported by every method as an error
-// matching fence.ErrInvalid.
-func NewBackend(db DB, opts *Options) *Backend {
+// NewBackend returns a Backend on pool with the lease table named in opts
+// (nil for the default fencekit_leases). The table must exist (see
+// Migrate). A malformed table name or a nil pool is reported by every
+// method as an error matching fence.ErrInvalid.
+func NewBackend(pool Pool, opts *Options) *Backend {
 	_, table, err := opts.tables()
-	if err == nil && db == nil {
-		err = fence.Invalid("postgres: nil DB")
+	if err == nil && pool == nil {
+		err = fence.Invalid("postgres: nil pool")
 	}
 	if err != nil {
 		return &Backend{err: err}
 	}
 	return &Backend{
-		db: db,
+		db: pool,
 		// Free (no owner), expired, or already ours: take it. A new holder
 		// gets token+1; the same owner re-acquiring a live lease keeps its
 		// token and gets the new expiry. statement_timestamp() is one

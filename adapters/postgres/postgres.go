@@ -1,20 +1,30 @@
 // Package postgres keeps fencekit's locks and fenced data in PostgreSQL,
 // over pgx v5.
 //
-// It has three parts, all of which accept a DB: a *pgxpool.Pool, a
-// *pgx.Conn, or a pgx.Tx to take part in the caller's transaction.
+// Which part takes what, and why:
 //
-//   - Store is a fence.Store on a table (key, value, fence). Every write is
-//     one INSERT ... ON CONFLICT statement that compares the token with the
-//     row's fence and writes in the same step.
-//   - Guard fences the caller's own transaction on its own tables: Check
-//     raises a resource's fence inside the transaction and holds the row lock
-//     until commit, or reports a stale token so that the caller rolls back.
-//     UpdateFenced is the other recipe: a fence column on the caller's rows.
-//   - Backend is a lock.Backend on a lease table. Expiry is decided by the
-//     database clock, and each lock's token lives in its row, raised in the
-//     statement that grants the lease, so tokens keep rising across releases,
-//     expiries and server restarts.
+//   - Backend is a lock.Backend on a lease table. It takes a Pool (a
+//     *pgxpool.Pool), never a pgx.Tx or a *pgx.Conn: a token minted in a
+//     transaction that rolls back would be minted again for the next holder
+//     (two holders, one token), and a lock.Client calls its Backend from
+//     several goroutines at once, which one connection cannot serve. Expiry
+//     is decided by the database clock, and each lock's token lives in its
+//     row, raised in the statement that grants the lease, so tokens keep
+//     rising across releases, expiries and server restarts.
+//   - Store is a fence.Store on a table (key, value, fence). It takes a DB:
+//     a pool, a *pgx.Conn, or a pgx.Tx to make its writes part of the
+//     caller's transaction. Every write is one INSERT ... ON CONFLICT
+//     statement that compares the token with the row's fence and writes in
+//     the same step.
+//   - Guard fences the caller's own transaction (a pgx.Tx) on its own
+//     tables: Check raises a resource's fence inside the transaction and
+//     holds the row lock until commit, or reports a stale token so that the
+//     caller rolls back.
+//   - UpdateFenced is the version-column recipe: one fenced UPDATE of one of
+//     the caller's rows, on a pool or a pgx.Tx, with a composite key and an
+//     optional Where condition if needed. For a read-modify-write, raise the
+//     fence first (UpdateFenced with nothing to set), then read, then write:
+//     see docs/postgres.md.
 //
 // Create the tables with Migrate, or with the SQL in docs/postgres.md.
 // Everything works under the default READ COMMITTED isolation. Under
@@ -22,6 +32,11 @@
 // transaction; such failures come back as a *ConflictError matching
 // ErrConflict, never as a silent success, and the caller retries the whole
 // transaction.
+//
+// Driver errors that a retry may cure (lost connections, timeouts,
+// conflicts, a server starting or shutting down) are marked with
+// lock.Transient, so that lock.Client retries them; all others (a missing
+// table, a failed login) are permanent and fail fast.
 //
 // No session state is used: each call is one statement (two on a refusal),
 // so any connection of a pool will do.
@@ -41,19 +56,30 @@ import (
 	"github.com/fencekit/fencekit/lock"
 )
 
-// DB is what this package needs of a connection: *pgxpool.Pool, *pgx.Conn
-// and pgx.Tx all satisfy it. Pass a pgx.Tx to run a call inside your own
-// transaction.
+// DB is what Store, Guard, UpdateFenced and Migrate need of a connection:
+// *pgxpool.Pool, *pgx.Conn and pgx.Tx all satisfy it. Pass a pgx.Tx to run a
+// call inside your own transaction. Backend needs a Pool.
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// Pool is what Backend needs: a pool of connections, on which every
+// statement takes a connection of its own and commits on its own.
+// *pgxpool.Pool satisfies it; pgx.Tx and *pgx.Conn do not, on purpose (see
+// Backend). Backend never calls Acquire: the method is what sets a pool
+// apart from a transaction or a single connection.
+type Pool interface {
+	DB
+	Acquire(ctx context.Context) (*pgxpool.Conn, error)
+}
+
 var (
-	_ DB = (*pgxpool.Pool)(nil)
-	_ DB = (*pgx.Conn)(nil)
-	_ DB = (pgx.Tx)(nil)
+	_ Pool = (*pgxpool.Pool)(nil)
+	_ DB   = (*pgxpool.Pool)(nil)
+	_ DB   = (*pgx.Conn)(nil)
+	_ DB   = (pgx.Tx)(nil)
 
 	_ fence.Store  = (*Store)(nil)
 	_ lock.Backend = (*Backend)(nil)
@@ -76,26 +102,45 @@ type Options struct {
 	LeaseTable pgx.Identifier
 }
 
-// tables returns the sanitized table names, or an error matching
-// fence.ErrInvalid for a malformed identifier.
-func (o *Options) tables() (store, leases string, err error) {
-	var so, lo pgx.Identifier
+// identifiers returns the two table names with the defaults applied.
+func (o *Options) identifiers() (store, leases pgx.Identifier) {
 	if o != nil {
-		so, lo = o.StoreTable, o.LeaseTable
+		store, leases = o.StoreTable, o.LeaseTable
 	}
-	if store, err = tableName(so, DefaultStoreTable); err != nil {
+	if len(store) == 0 {
+		store = pgx.Identifier{DefaultStoreTable}
+	}
+	if len(leases) == 0 {
+		leases = pgx.Identifier{DefaultLeaseTable}
+	}
+	return store, leases
+}
+
+// tables returns the sanitized table names, or an error matching
+// fence.ErrInvalid for a malformed identifier or for one table named as
+// both (Backend's statements fail on a store table, and the reverse).
+func (o *Options) tables() (store, leases string, err error) {
+	so, lo := o.identifiers()
+	if store, err = tableName(so); err != nil {
 		return "", "", fmt.Errorf("postgres: StoreTable: %w", err)
 	}
-	if leases, err = tableName(lo, DefaultLeaseTable); err != nil {
+	if leases, err = tableName(lo); err != nil {
 		return "", "", fmt.Errorf("postgres: LeaseTable: %w", err)
+	}
+	if store == leases {
+		return "", "", sameTable(store)
 	}
 	return store, leases, nil
 }
 
-// tableName sanitizes id as a table name, or def when id is empty.
-func tableName(id pgx.Identifier, def string) (string, error) {
+func sameTable(name string) error {
+	return fence.Invalid("postgres: StoreTable and LeaseTable are both %s; the Store and the Backend need a table each", name)
+}
+
+// tableName sanitizes id as a table name.
+func tableName(id pgx.Identifier) (string, error) {
 	if len(id) == 0 {
-		id = pgx.Identifier{def}
+		return "", fence.Invalid("no table name")
 	}
 	if len(id) > 2 {
 		return "", fence.Invalid("table name %q has %d parts; want table or schema.table", strings.Join(id, "."), len(id))
@@ -154,6 +199,11 @@ CREATE TABLE IF NOT EXISTS %s (
 // run as one transaction under an advisory transaction lock (one
 // multi-statement query; inside a pgx.Tx, as part of it). A schema named in
 // Options must already exist.
+//
+// Options whose two names denote one table (equal names, or a qualified and
+// an unqualified name that resolve to the same table through the
+// search_path) are refused with an error matching fence.ErrInvalid, and
+// nothing is created.
 func Migrate(ctx context.Context, db DB, opts *Options) error {
 	if db == nil {
 		return fence.Invalid("postgres: nil DB")
@@ -162,10 +212,40 @@ func Migrate(ctx context.Context, db DB, opts *Options) error {
 	if err != nil {
 		return err
 	}
+	if err := checkDistinctTables(ctx, db, opts); err != nil {
+		return err
+	}
 	// Without arguments pgx sends the simple query protocol, in which
 	// several statements run as one implicit transaction.
 	if _, err := db.Exec(ctx, sql); err != nil {
 		return wrapErr("migrate", err)
+	}
+	return nil
+}
+
+// checkDistinctTables refuses two table names that denote one table on the
+// server: both exist and are the same relation, or both would be created
+// in the same schema under the same name (an unqualified name is created
+// in current_schema()). The names are parameters.
+func checkDistinctTables(ctx context.Context, db DB, opts *Options) error {
+	so, lo := opts.identifiers()
+	split := func(id pgx.Identifier) (schema *string, table string) {
+		if len(id) == 2 {
+			return &id[0], id[1]
+		}
+		return nil, id[0]
+	}
+	ss, st := split(so)
+	ls, lt := split(lo)
+	var same bool
+	err := db.QueryRow(ctx, `SELECT coalesce(to_regclass($1) = to_regclass($2), false)
+    OR coalesce(coalesce($3::text, current_schema()) = coalesce($4::text, current_schema()) AND $5::text = $6::text, false)`,
+		so.Sanitize(), lo.Sanitize(), ss, ls, st, lt).Scan(&same)
+	switch {
+	case err != nil:
+		return wrapErr("migrate: compare table names", err)
+	case same:
+		return sameTable(so.Sanitize() + " and " + lo.Sanitize())
 	}
 	return nil
 }
@@ -200,12 +280,76 @@ const (
 	codeDeadlockDetected     = "40P01"
 )
 
-// wrapErr wraps a database error for op, turning serialization failures and
-// deadlocks into a *ConflictError.
+// wrapErr wraps a database error for op and classifies it (see transient):
+// serialization failures and deadlocks become a *ConflictError, failures
+// that a retry may cure are marked with lock.Transient, and everything else
+// stays permanent, so that lock.Client.Acquire fails fast on it. The
+// driver's error is always kept for errors.As.
 func wrapErr(op string, err error) error {
+	var wrapped error
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == codeSerializationFailure || pgErr.Code == codeDeadlockDetected) {
-		return &ConflictError{Op: op, Err: err}
+	hasPgErr := errors.As(err, &pgErr)
+	if hasPgErr && (pgErr.Code == codeSerializationFailure || pgErr.Code == codeDeadlockDetected) {
+		wrapped = &ConflictError{Op: op, Err: err}
+	} else {
+		wrapped = fmt.Errorf("postgres: %s: %w", op, err)
 	}
-	return fmt.Errorf("postgres: %s: %w", op, err)
+	switch {
+	case transient(err):
+		return lock.Transient(wrapped)
+	case hasPgErr && lock.Retryable(wrapped):
+		// The server refused (a failed login, say), and pgx joined that
+		// refusal with a network error from another host of the connection
+		// string. The refusal decides: hide the rest from errors.As, so
+		// that lock.Retryable does not take it for a network failure.
+		return &permanentError{msg: wrapped.Error(), cause: pgErr}
+	}
+	return wrapped
 }
+
+// transient reports whether a retry of the same call may cure err: a
+// server reply whose SQLSTATE says so (see transientCode), a timeout, or a
+// connection that pgx knows broke or was never used.
+func transient(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// The server answered: its code decides, even when pgx joined the
+		// answer with other hosts' network errors.
+		return transientCode(pgErr.Code)
+	}
+	return pgconn.Timeout(err) || pgconn.SafeToRetry(err) || errors.Is(err, pgconn.ErrConnClosed)
+}
+
+// transientCode reports whether a SQLSTATE means "try again later": the
+// connection failed (class 08), the transaction lost a conflict (40001,
+// 40P01), the server is short of resources (class 53: too many connections,
+// out of memory or disk), shutting down or starting up (57P01, 57P02,
+// 57P03), a lock or statement timeout ended the statement (55P03, 57014).
+// Everything else (an undefined table 42P01, a failed login 28P01 or 28000,
+// a missing database 3D000, a missing privilege 42501, bad data) is
+// permanent: the same call fails the same way.
+func transientCode(code string) bool {
+	switch {
+	case strings.HasPrefix(code, "08"), strings.HasPrefix(code, "53"):
+		return true
+	}
+	switch code {
+	case codeSerializationFailure, codeDeadlockDetected,
+		"57P01", "57P02", "57P03", // admin_shutdown, crash_shutdown, cannot_connect_now
+		"55P03", // lock_not_available (lock_timeout, NOWAIT)
+		"57014": // query_canceled (statement_timeout)
+		return true
+	}
+	return false
+}
+
+// permanentError is a server's refusal that pgx reported together with
+// other hosts' network errors. Its message keeps them all; Unwrap gives
+// only the server's *pgconn.PgError.
+type permanentError struct {
+	msg   string
+	cause *pgconn.PgError
+}
+
+func (e *permanentError) Error() string { return e.msg }
+func (e *permanentError) Unwrap() error { return e.cause }

@@ -337,79 +337,6 @@ func TestGuardSerializesHolders(t *testing.T) {
 	require.Equal(t, fence.Token(2), rec.Fence)
 }
 
-// The version-column recipe on the caller's own table.
-func TestUpdateFenced(t *testing.T) {
-	ctx := testCtx(t)
-	pool := testkit.Postgres(t)
-	_, err := pool.Exec(ctx, `CREATE TABLE "Accounts ""x""" ("Id" int PRIMARY KEY, "bal; ance" bigint NOT NULL, note text, "Fence" bigint);
-		INSERT INTO "Accounts ""x""" VALUES (1, 100, NULL, NULL), (2, 0, NULL, NULL)`)
-	require.NoError(t, err)
-	row := func(id int) postgres.Row {
-		return postgres.Row{Table: pgx.Identifier{`Accounts "x"`}, KeyColumn: "Id", Key: id, FenceColumn: "Fence"}
-	}
-	read := func(id int) (bal int64, note *string, f *int64) {
-		require.NoError(t, pool.QueryRow(ctx, `SELECT "bal; ance", note, "Fence" FROM "Accounts ""x""" WHERE "Id" = $1`, id).Scan(&bal, &note, &f))
-		return
-	}
-
-	// A NULL fence accepts any token.
-	require.NoError(t, postgres.UpdateFenced(ctx, pool, row(1), 5, map[string]any{"bal; ance": 90, "note": "'; DROP TABLE x; --"}))
-	bal, note, f := read(1)
-	require.Equal(t, int64(90), bal)
-	require.Equal(t, "'; DROP TABLE x; --", *note)
-	require.Equal(t, int64(5), *f)
-
-	// Equal token: accepted. Lower: refused with the current fence.
-	require.NoError(t, postgres.UpdateFenced(ctx, pool, row(1), 5, map[string]any{"bal; ance": 80}))
-	err = postgres.UpdateFenced(ctx, pool, row(1), 4, map[string]any{"bal; ance": 0})
-	require.ErrorIs(t, err, fence.ErrStale)
-	var se *fence.StaleError
-	require.ErrorAs(t, err, &se)
-	require.Equal(t, fence.StaleError{Key: "1", Token: 4, Fence: 5}, *se)
-	bal, _, _ = read(1)
-	require.Equal(t, int64(80), bal)
-
-	// An empty set only raises the fence.
-	require.NoError(t, postgres.UpdateFenced(ctx, pool, row(1), fence.MaxToken, nil))
-	_, _, f = read(1)
-	require.Equal(t, int64(fence.MaxToken), *f)
-
-	// A missing row is not found, not stale.
-	err = postgres.UpdateFenced(ctx, pool, row(3), 9, map[string]any{"note": "x"})
-	require.ErrorIs(t, err, fence.ErrNotFound)
-	require.NotErrorIs(t, err, fence.ErrStale)
-
-	// Inside a transaction, two rows at once; the stale one makes the caller roll back.
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	require.NoError(t, postgres.UpdateFenced(ctx, tx, row(2), 6, map[string]any{"bal; ance": 20}))
-	require.ErrorIs(t, postgres.UpdateFenced(ctx, tx, row(1), 6, map[string]any{"bal; ance": 60}), fence.ErrStale)
-	require.NoError(t, tx.Rollback(ctx))
-	bal, _, f = read(2)
-	require.Equal(t, int64(0), bal)
-	require.Nil(t, f)
-
-	// Bad input.
-	for _, bad := range []struct {
-		row postgres.Row
-		tok fence.Token
-		set map[string]any
-	}{
-		{row(1), 0, nil},
-		{postgres.Row{Key: 1}, 1, nil},
-		{postgres.Row{Table: pgx.Identifier{"a", "b", "c"}, Key: 1}, 1, nil},
-		{postgres.Row{Table: pgx.Identifier{"t"}}, 1, nil},
-		{row(1), 1, map[string]any{"Fence": 1}},
-		{row(1), 1, map[string]any{"Id": 1}},
-		{row(1), 1, map[string]any{"": 1}},
-		{row(1), 1, map[string]any{"a\x00b": 1}},
-		{postgres.Row{Table: pgx.Identifier{"t"}, Key: 1, KeyColumn: strings.Repeat("k", 64)}, 1, nil},
-	} {
-		require.ErrorIs(t, postgres.UpdateFenced(ctx, pool, bad.row, bad.tok, bad.set), fence.ErrInvalid, "%+v", bad)
-	}
-	require.ErrorIs(t, postgres.UpdateFenced(ctx, nil, row(1), 1, nil), fence.ErrInvalid)
-}
-
 // Table names with quotes, semicolons and spaces are identifiers, never SQL.
 func TestHostileTableNames(t *testing.T) {
 	ctx := testCtx(t)
@@ -521,24 +448,21 @@ func TestTokensSurviveRestart(t *testing.T) {
 	t.Logf("tokens in order: %v", tokens)
 }
 
-// No session state: a lease taken on one connection is extended, re-acquired
-// and released on others, including inside a transaction.
+// No session state: a lease taken through one pool is extended,
+// re-acquired and released through another, whose connections are others.
 func TestAnyConnection(t *testing.T) {
 	ctx := testCtx(t)
 	pool := migrated(t, testkit.Postgres(t))
-	c1, err := pool.Acquire(ctx)
+	other, err := pgxpool.NewWithConfig(ctx, pool.Config())
 	require.NoError(t, err)
-	defer c1.Release()
-	c2, err := pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer c2.Release()
+	t.Cleanup(other.Close)
 	var pid1, pid2 uint32
-	require.NoError(t, c1.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid1))
-	require.NoError(t, c2.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid2))
+	require.NoError(t, pool.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid1))
+	require.NoError(t, other.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid2))
 	require.NotEqual(t, pid1, pid2)
 
-	on1 := postgres.NewBackend(c1.Conn(), nil)
-	on2 := postgres.NewBackend(c2.Conn(), nil)
+	on1 := postgres.NewBackend(pool, nil)
+	on2 := postgres.NewBackend(other, nil)
 	o := newOwner(t)
 	tok, err := on1.Acquire(ctx, "l", o, time.Minute)
 	require.NoError(t, err)
@@ -550,11 +474,7 @@ func TestAnyConnection(t *testing.T) {
 	var held *lock.HeldError
 	require.ErrorAs(t, err, &held)
 	require.Greater(t, held.TTL, 30*time.Second)
-
-	tx, err := c2.Begin(ctx)
-	require.NoError(t, err)
-	require.NoError(t, postgres.NewBackend(tx, nil).Release(ctx, "l", o))
-	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, on2.Release(ctx, "l", o))
 
 	info, err := on1.Inspect(ctx, "l")
 	require.NoError(t, err)
@@ -657,30 +577,30 @@ func TestHeldErrorTTL(t *testing.T) {
 
 // countingDB counts the statements sent through it.
 type countingDB struct {
-	postgres.DB
+	postgres.Pool
 	n atomic.Int64
 }
 
 func (c *countingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	c.n.Add(1)
-	return c.DB.Exec(ctx, sql, args...)
+	return c.Pool.Exec(ctx, sql, args...)
 }
 
 func (c *countingDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	c.n.Add(1)
-	return c.DB.Query(ctx, sql, args...)
+	return c.Pool.Query(ctx, sql, args...)
 }
 
 func (c *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	c.n.Add(1)
-	return c.DB.QueryRow(ctx, sql, args...)
+	return c.Pool.QueryRow(ctx, sql, args...)
 }
 
 // Every operation is one statement, a refused acquire included: under
 // contention the refused attempts are most of the traffic.
 func TestOneStatementPerOperation(t *testing.T) {
 	ctx := testCtx(t)
-	db := &countingDB{DB: migrated(t, testkit.Postgres(t))}
+	db := &countingDB{Pool: migrated(t, testkit.Postgres(t))}
 	b := postgres.NewBackend(db, nil)
 	s := postgres.NewStore(db, nil)
 	a, other := newOwner(t), newOwner(t)

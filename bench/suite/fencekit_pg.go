@@ -75,7 +75,7 @@ func benchGuardTx(e *Env) (op, error) {
 }
 
 func benchUpdateFenced(e *Env) (op, error) {
-	row := fencepg.Row{Table: pgx.Identifier{e.Table("accounts")}, Key: int64(3)}
+	row := fencepg.Row{Table: pgx.Identifier{e.Table("accounts")}, Key: fencepg.Match{"id": int64(3)}}
 	var n int64
 	return func(ctx context.Context) (bool, error) {
 		n++

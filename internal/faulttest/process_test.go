@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,28 +27,43 @@ import (
 	"github.com/fencekit/fencekit/lock"
 )
 
-// workerEnv switches the test binary into a worker process (see
-// workerMain); its value is the backend.
+// workerEnv switches the test binary into a worker process; its value names
+// the worker's role in workers.
 const workerEnv = "FENCEKIT_FAULTTEST_WORKER"
 
+// workers are the roles a worker process can play; each returns the
+// process's exit code.
+var workers = map[string]func() int{
+	"fenced-put": fencedPutWorker,
+	"invoices":   invoiceWorker,
+}
+
 func TestMain(m *testing.M) {
-	if os.Getenv(workerEnv) != "" {
-		os.Exit(workerMain())
+	if role := os.Getenv(workerEnv); role != "" {
+		work, ok := workers[role]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "worker: unknown role %q\n", role)
+			os.Exit(3)
+		}
+		os.Exit(work())
 	}
 	os.Exit(m.Run())
 }
 
-// workerMain is the worker process: it acquires the lock, writes, says
+// workerFail reports a worker's failure on stderr and returns its exit code.
+func workerFail(format string, args ...any) int {
+	fmt.Fprintf(os.Stderr, "worker: "+format+"\n", args...)
+	return 3
+}
+
+// fencedPutWorker is the worker process: it acquires the lock, writes, says
 // "ready <token>", and waits for a line on stdin. Its parent stops it
 // (SIGSTOP) right after "ready", queues that line, lets the lease expire,
 // writes as the next holder and continues it (SIGCONT). The worker then
 // writes at once, as a process that was frozen does, without checking
 // anything, and reports "write ok", "write stale" or "write error ...".
-func workerMain() int {
-	fail := func(format string, args ...any) int {
-		fmt.Fprintf(os.Stderr, "worker: "+format+"\n", args...)
-		return 3
-	}
+func fencedPutWorker() int {
+	fail := workerFail
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ttl, err := time.ParseDuration(os.Getenv("FENCEKIT_FAULTTEST_TTL"))
@@ -59,7 +75,7 @@ func workerMain() int {
 		backend lock.Backend
 		store   fence.Store
 	)
-	switch os.Getenv(workerEnv) {
+	switch os.Getenv("FENCEKIT_FAULTTEST_BACKEND") {
 	case "redis":
 		opts, err := goredis.ParseURL(url)
 		if err != nil {
@@ -83,7 +99,7 @@ func workerMain() int {
 		defer pool.Close()
 		backend, store = postgres.NewBackend(pool, nil), postgres.NewStore(pool, nil)
 	default:
-		return fail("unknown backend %q", os.Getenv(workerEnv))
+		return fail("unknown backend %q", os.Getenv("FENCEKIT_FAULTTEST_BACKEND"))
 	}
 	lease, err := lock.New(backend, nil).TryAcquire(ctx, name, ttl)
 	if err != nil {
@@ -120,70 +136,19 @@ func TestPausedHolderProcess(t *testing.T) {
 	eachServerBackend(t, func(t *testing.T, r *rig) {
 		ctx := testCtx(t)
 		name, key := unique(t, "lock"), unique(t, "key")
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(),
-			workerEnv+"="+r.child["backend"],
-			"FENCEKIT_FAULTTEST_URL="+r.child["url"],
-			"FENCEKIT_FAULTTEST_PREFIX="+r.child["prefix"],
-			"FENCEKIT_FAULTTEST_SCHEMA="+r.child["schema"],
-			"FENCEKIT_FAULTTEST_LOCK="+name,
-			"FENCEKIT_FAULTTEST_KEY="+key,
-			"FENCEKIT_FAULTTEST_TTL="+r.ttl.String(),
-		)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Signal(syscall.SIGCONT)
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
+		w := startWorker(t, "fenced-put", map[string]string{
+			"FENCEKIT_FAULTTEST_BACKEND": r.child["backend"],
+			"FENCEKIT_FAULTTEST_URL":     r.child["url"],
+			"FENCEKIT_FAULTTEST_PREFIX":  r.child["prefix"],
+			"FENCEKIT_FAULTTEST_SCHEMA":  r.child["schema"],
+			"FENCEKIT_FAULTTEST_LOCK":    name,
+			"FENCEKIT_FAULTTEST_KEY":     key,
+			"FENCEKIT_FAULTTEST_TTL":     r.ttl.String(),
 		})
-		lines := make(chan string, 10)
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
-		next := func(what string) string {
-			t.Helper()
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatalf("worker exited before %s; stderr:\n%s", what, stderr.String())
-				}
-				return l
-			case <-time.After(30 * time.Second):
-				t.Fatalf("no %s from the worker in 30s", what)
-			}
-			return ""
-		}
-
-		ready := next("readiness")
-		tokStr, ok := strings.CutPrefix(ready, "ready ")
-		if !ok {
-			t.Fatalf("worker said %q", ready)
-		}
-		workerToken, _ := strconv.ParseInt(tokStr, 10, 64)
-		if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-		waitStopped(t, cmd.Process.Pid)
+		workerToken := w.expectToken("ready ")
+		w.stop()
 		// Queued in the pipe: the first thing the worker reads once it runs.
-		if _, err := io.WriteString(stdin, "write\n"); err != nil {
-			t.Fatal(err)
-		}
+		w.say("write")
 
 		waitFree(t, r, name)
 		b, err := lock.New(r.direct, nil).TryAcquire(ctx, name, 10*time.Second)
@@ -196,14 +161,143 @@ func TestPausedHolderProcess(t *testing.T) {
 		}
 		mustPut(t, b.Fenced(r.directStore), key, "b")
 
-		if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
-			t.Fatal(err)
-		}
-		if got := next("the late write's outcome"); got != "write stale" {
-			t.Fatalf("the continued worker's write: %q, want it refused as stale; stderr:\n%s", got, stderr.String())
+		w.cont()
+		if got := w.next("the late write's outcome"); got != "write stale" {
+			t.Fatalf("the continued worker's write: %q, want it refused as stale; stderr:\n%s", got, w.stderr.String())
 		}
 		expectValue(t, r, key, "b", b.Token())
 	})
+}
+
+// workerProcess is this test binary re-executed as a worker (see
+// TestMain), talking line by line: it prints on stdout and reads stdin.
+type workerProcess struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan string
+	stderr *syncBuffer
+}
+
+// startWorker starts a worker process in role with env added to this
+// process's environment. It is continued and killed when t ends.
+func startWorker(t *testing.T, role string, env map[string]string) *workerProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), workerEnv+"="+role)
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	w := &workerProcess{t: t, cmd: cmd, lines: make(chan string, 100), stderr: &syncBuffer{}}
+	cmd.Stderr = w.stderr
+	var err error
+	if w.stdin, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			w.lines <- sc.Text()
+		}
+		close(w.lines)
+	}()
+	return w
+}
+
+// next returns the worker's next line, failing t when it exits first or
+// says nothing for 30 s.
+func (w *workerProcess) next(what string) string {
+	w.t.Helper()
+	select {
+	case l, ok := <-w.lines:
+		if !ok {
+			w.t.Fatalf("worker exited before %s; stderr:\n%s", what, w.stderr.String())
+		}
+		return l
+	case <-time.After(30 * time.Second):
+		w.t.Fatalf("no %s from the worker in 30s; stderr:\n%s", what, w.stderr.String())
+	}
+	return ""
+}
+
+// expectToken reads a line "<prefix><token>" and returns the token.
+func (w *workerProcess) expectToken(prefix string) int64 {
+	w.t.Helper()
+	line := w.next(strings.TrimSpace(prefix))
+	s, ok := strings.CutPrefix(line, prefix)
+	tok, err := strconv.ParseInt(s, 10, 64)
+	if !ok || err != nil {
+		w.t.Fatalf("worker said %q, want %q and a token; stderr:\n%s", line, prefix, w.stderr.String())
+	}
+	return tok
+}
+
+// say writes line to the worker's stdin. A stopped worker reads it first
+// thing once continued.
+func (w *workerProcess) say(line string) {
+	w.t.Helper()
+	if _, err := io.WriteString(w.stdin, line+"\n"); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// stop freezes the worker with SIGSTOP, keep-alive and all, as a long GC
+// pause or a suspended VM would, and waits until it is stopped.
+func (w *workerProcess) stop() {
+	w.t.Helper()
+	if err := w.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		w.t.Fatal(err)
+	}
+	waitStopped(w.t, w.cmd.Process.Pid)
+}
+
+// cont continues a stopped worker with SIGCONT.
+func (w *workerProcess) cont() {
+	w.t.Helper()
+	if err := w.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// wait waits for the worker to exit and fails t unless it exited 0.
+func (w *workerProcess) wait() {
+	w.t.Helper()
+	for range w.lines { // drain, so that the worker never blocks on stdout
+	}
+	if err := w.cmd.Wait(); err != nil {
+		w.t.Fatalf("worker: %v; stderr:\n%s", err, w.stderr.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the writer goroutine of exec and
+// the test reading it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // waitStopped waits until the process is in the stopped state, where /proc
