@@ -57,6 +57,7 @@ func TestLinearizableReportsTheCalls(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "not linearizable") || !strings.Contains(err.Error(), " > ") {
 		t.Fatalf("error %v; want a report of the calls that no order fits", err)
 	}
+	t.Log(err)
 }
 
 func TestLinearizableMemoryStore(t *testing.T) {
