@@ -64,7 +64,9 @@
 //     done must write nothing and return an error matching the context's
 //     error. A call whose deadline passes while it runs must return soon
 //     after (fencetest allows MidCallGrace), either having completed or
-//     with an error matching context.DeadlineExceeded. fencetest checks
+//     with an error matching context.DeadlineExceeded (or
+//     os.ErrDeadlineExceeded, as Go's net package reports a dial or read cut
+//     short by the deadline), never one that hides why. fencetest checks
 //     this with deadlines that end before, during and after each call; that
 //     a blocked call really is woken by its context can only be shown by a
 //     test that can block the backend, such as the fault kit's.
