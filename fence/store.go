@@ -14,11 +14,13 @@ import (
 // *postgres.Store.
 type Store interface {
 	// Put writes value under key if token >= the key's fence, and raises
-	// the fence to token. Otherwise it returns a *StaleError.
+	// the fence to token. Otherwise it returns a *StaleError. The store
+	// keeps no reference to value.
 	Put(ctx context.Context, key string, token Token, value []byte) error
 
 	// Get returns the key's value and fence, or an error matching
 	// ErrNotFound (with the Record's Fence still set) when it holds no value.
+	// The returned Value is the caller's to modify.
 	Get(ctx context.Context, key string) (Record, error)
 
 	// Delete removes the value under the rule of Put, keeping the fence as a

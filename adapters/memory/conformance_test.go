@@ -30,3 +30,7 @@ func TestSharedBackendConformance(t *testing.T) {
 	shared := memory.NewBackend()
 	locktest.Run(t, func(*testing.T) lock.Backend { return shared })
 }
+
+func TestStoreLinearizable(t *testing.T) {
+	fencetest.Linearizable(t, memory.NewStore(), nil)
+}

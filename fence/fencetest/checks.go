@@ -3,12 +3,8 @@ package fencetest
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"strconv"
-	"strings"
-	"sync"
 
 	"github.com/fencekit/fencekit/fence"
 )
@@ -29,13 +25,24 @@ func Checks() []Check {
 		{"AdvanceMissingKey", checkAdvanceMissing},
 		{"ReadModifyWrite", checkReadModifyWrite},
 		{"ExactComparison", checkExactComparison},
-		{"InvalidInputWritesNothing", checkInvalidInput},
+		{"InvalidTokenRefused", checkInvalidToken},
+		{"InvalidKeyRefused", checkInvalidKey},
 		{"NilAndEmptyValues", checkNilValue},
 		{"BinaryValues", checkBinaryValues},
 		{"LargeValue", checkLargeValue},
+		{"ValuesAreCopied", checkValuesCopied},
 		{"KeysAreIndependent", checkKeysIndependent},
-		{"ConcurrentWritersHighestWins", checkConcurrentWriters},
+		{"KeysDifferingOnlyByCase", checkKeysByCase},
+		{"KeysDifferingOnlyBySpaces", checkKeysBySpaces},
+		{"KeysDifferingOnlyByNormalization", checkKeysByNormalization},
+		{"LongKeys", checkLongKeys},
+		{"RandomSequenceMatchesModel", checkRandomSequence},
+		{"ConcurrentWritersHighestWins", checkConcurrentPuts},
+		{"ConcurrentDeletesAtomic", checkConcurrentDeletes},
+		{"ConcurrentAdvancesAtomic", checkConcurrentAdvances},
+		{"ConcurrentMixedWritesAtomic", checkConcurrentMixed},
 		{"CancelledContextWritesNothing", checkCancelledContext},
+		{"DeadlineMidCall", checkDeadlineMidCall},
 	}
 }
 
@@ -53,12 +60,19 @@ func checkHigherAccepted(ctx context.Context, s fence.Store, ns string) error {
 	)
 }
 
+// checkEqualAccepted: every method accepts the token equal to the fence.
 func checkEqualAccepted(ctx context.Context, s fence.Store, ns string) error {
 	k := ns + "k"
 	return first(
 		accepted("Put", k, 5, s.Put(ctx, k, 5, []byte("first"))),
 		accepted("Put with an equal token", k, 5, s.Put(ctx, k, 5, []byte("second"))),
 		expectValue(ctx, s, k, []byte("second"), 5),
+		accepted("Advance with an equal token", k, 5, s.Advance(ctx, k, 5)),
+		expectValue(ctx, s, k, []byte("second"), 5),
+		accepted("Delete with an equal token", k, 5, s.Delete(ctx, k, 5)),
+		expectNoValue(ctx, s, k, 5),
+		accepted("Put with an equal token after Delete", k, 5, s.Put(ctx, k, 5, []byte("third"))),
+		expectValue(ctx, s, k, []byte("third"), 5),
 	)
 }
 
@@ -96,6 +110,8 @@ func checkDeleteStale(ctx context.Context, s fence.Store, ns string) error {
 		accepted("Put", k, 7, s.Put(ctx, k, 7, []byte("v"))),
 		expectStale("Delete", s.Delete(ctx, k, 5), k, 5, 7),
 		expectValue(ctx, s, k, []byte("v"), 7),
+		expectStale("Put", s.Put(ctx, k, 6, []byte("w")), k, 6, 7),
+		expectValue(ctx, s, k, []byte("v"), 7),
 	)
 }
 
@@ -129,6 +145,9 @@ func checkAdvanceStale(ctx context.Context, s fence.Store, ns string) error {
 	return first(
 		accepted("Advance", k, 7, s.Advance(ctx, k, 7)),
 		expectStale("Advance", s.Advance(ctx, k, 5), k, 5, 7),
+		// A refused Advance must not have moved the fence, down or up.
+		expectNoValue(ctx, s, k, 7),
+		expectStale("Put", s.Put(ctx, k, 6, []byte("v")), k, 6, 7),
 		accepted("Advance with an equal token", k, 7, s.Advance(ctx, k, 7)),
 		expectNoValue(ctx, s, k, 7),
 	)
@@ -176,69 +195,6 @@ func checkReadModifyWrite(ctx context.Context, s fence.Store, ns string) error {
 	)
 }
 
-// Tokens around the places where a double or a string comparison breaks.
-var comparisonPairs = [][2]fence.Token{
-	{9, 10},
-	{99, 100},
-	{1<<53 - 1, 1 << 53},
-	{1 << 53, 1<<53 + 1},
-	{1<<62 + 1, 1<<62 + 2},
-	{fence.MaxToken - 1, fence.MaxToken},
-	{1, fence.MaxToken},
-}
-
-func checkExactComparison(ctx context.Context, s fence.Store, ns string) error {
-	for i, p := range comparisonPairs {
-		lo, hi := p[0], p[1]
-		k := fmt.Sprintf("%spair%d", ns, i)
-		if err := first(
-			accepted("Put", k, lo, s.Put(ctx, k, lo, []byte("lo"))),
-			accepted("Put", k, hi, s.Put(ctx, k, hi, []byte("hi"))),
-			expectStale("Put", s.Put(ctx, k, lo, []byte("lo again")), k, lo, hi),
-			expectStale("Advance", s.Advance(ctx, k, lo), k, lo, hi),
-			expectStale("Delete", s.Delete(ctx, k, lo), k, lo, hi),
-			accepted("Put with an equal token", k, hi, s.Put(ctx, k, hi, []byte("hi again"))),
-			expectValue(ctx, s, k, []byte("hi again"), hi),
-		); err != nil {
-			return fmt.Errorf("tokens %d < %d: %w", lo, hi, err)
-		}
-	}
-	return nil
-}
-
-func checkInvalidInput(ctx context.Context, s fence.Store, ns string) error {
-	k := ns + "k"
-	for _, tok := range []fence.Token{0, -1, -1 << 63} {
-		for op, err := range map[string]error{
-			"Put":     s.Put(ctx, k, tok, []byte("v")),
-			"Delete":  s.Delete(ctx, k, tok),
-			"Advance": s.Advance(ctx, k, tok),
-		} {
-			if !errors.Is(err, fence.ErrInvalid) {
-				return fmt.Errorf("%s(%q, token %d): %v; want an error matching fence.ErrInvalid", op, k, tok, err)
-			}
-		}
-	}
-	for op, err := range map[string]error{
-		"Put":     s.Put(ctx, "", 1, []byte("v")),
-		"Delete":  s.Delete(ctx, "", 1),
-		"Advance": s.Advance(ctx, "", 1),
-	} {
-		if !errors.Is(err, fence.ErrInvalid) {
-			return fmt.Errorf("%s with an empty key: %v; want an error matching fence.ErrInvalid", op, err)
-		}
-	}
-	if _, err := s.Get(ctx, ""); !errors.Is(err, fence.ErrInvalid) {
-		return fmt.Errorf("Get with an empty key: %v; want an error matching fence.ErrInvalid", err)
-	}
-	for _, bad := range []string{ns + "nul\x00byte", ns + "bad\xff\xfeutf8", ns + strings.Repeat("x", fence.MaxKeyLen)} {
-		if err := s.Put(ctx, bad, 1, []byte("v")); !errors.Is(err, fence.ErrInvalid) {
-			return fmt.Errorf("Put with key %.40q: %v; want an error matching fence.ErrInvalid", bad, err)
-		}
-	}
-	return expectNoValue(ctx, s, k, 0)
-}
-
 func checkNilValue(ctx context.Context, s fence.Store, ns string) error {
 	return first(
 		accepted("Put with a nil value", ns+"nil", 1, s.Put(ctx, ns+"nil", 1, nil)),
@@ -263,70 +219,25 @@ func checkLargeValue(ctx context.Context, s fence.Store, ns string) error {
 	return first(accepted("Put of 1 MiB", k, 1, s.Put(ctx, k, 1, v)), expectValue(ctx, s, k, v, 1))
 }
 
-// checkKeysIndependent uses keys that are prefixes of each other, and keys
-// with characters that mean something to a key-value store or a shell.
-func checkKeysIndependent(ctx context.Context, s fence.Store, ns string) error {
-	keys := []string{"a", "a:b", "a:", "{a}", "}{", "a b", "ключ", "'; DROP TABLE t; --", "%s%d"}
-	for i, k := range keys {
-		if err := s.Put(ctx, ns+k, fence.Token(10+i), []byte(k)); err != nil {
-			return accepted("Put", ns+k, fence.Token(10+i), err)
-		}
+// checkValuesCopied: a store may neither keep the caller's buffer nor hand
+// out its own; callers reuse buffers and modify what they read.
+func checkValuesCopied(ctx context.Context, s fence.Store, ns string) error {
+	k := ns + "k"
+	buf := []byte("original")
+	if err := s.Put(ctx, k, 1, buf); err != nil {
+		return accepted("Put", k, 1, err)
 	}
-	if err := expectStale("Put", s.Put(ctx, ns+"a", 1, nil), ns+"a", 1, 10); err != nil {
+	copy(buf, "CHANGED!")
+	if err := expectValue(ctx, s, k, []byte("original"), 1); err != nil {
+		return fmt.Errorf("after the caller reused the buffer it passed to Put: %w", err)
+	}
+	rec, err := s.Get(ctx, k)
+	if err != nil {
 		return err
 	}
-	for i, k := range keys {
-		if err := expectValue(ctx, s, ns+k, []byte(k), fence.Token(10+i)); err != nil {
-			return err
-		}
+	copy(rec.Value, "CHANGED!")
+	if err := expectValue(ctx, s, k, []byte("original"), 1); err != nil {
+		return fmt.Errorf("after the caller modified the Value a Get returned: %w", err)
 	}
 	return nil
-}
-
-// checkConcurrentWriters races many writers with distinct tokens: whatever the
-// interleaving, the highest token's value must be the one left.
-func checkConcurrentWriters(ctx context.Context, s fence.Store, ns string) error {
-	const n = 64
-	k := ns + "k"
-	tokens := mrand.Perm(n)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := w; i < n; i += 8 {
-				tok := fence.Token(tokens[i] + 1)
-				err := s.Put(ctx, k, tok, []byte(tok.String()))
-				if err != nil && !errors.Is(err, fence.ErrStale) {
-					errs <- fmt.Errorf("concurrent Put(%q, %d): %v", k, tok, err)
-				}
-			}
-		}(w)
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		return err
-	}
-	return expectValue(ctx, s, k, []byte(strconv.Itoa(n)), n)
-}
-
-func checkCancelledContext(ctx context.Context, s fence.Store, ns string) error {
-	done, cancel := context.WithCancel(ctx)
-	cancel()
-	k := ns + "k"
-	if err := s.Put(done, k, 1, []byte("v")); err == nil {
-		return fmt.Errorf("Put with a cancelled context succeeded; want an error")
-	}
-	if err := s.Advance(done, k, 2); err == nil {
-		return fmt.Errorf("Advance with a cancelled context succeeded; want an error")
-	}
-	if err := s.Delete(done, k, 3); err == nil {
-		return fmt.Errorf("Delete with a cancelled context succeeded; want an error")
-	}
-	if _, err := s.Get(done, k); err == nil {
-		return fmt.Errorf("Get with a cancelled context succeeded; want an error")
-	}
-	return expectNoValue(ctx, s, k, 0)
 }

@@ -11,9 +11,17 @@
 // a random key prefix of their own, so a store shared between checks, test
 // runs or processes is fine, and nothing has to be cleaned between them.
 //
+// Linearizable adds one more call: concurrent random Put, Get, Delete and
+// Advance calls with overlapping tokens, some interrupted mid-call, whose
+// history is checked with porcupine against the fenced register:
+//
+//	fencetest.Linearizable(t, store, nil)
+//
 // The checks are also exported one by one (Checks) for tooling, and so that
 // the suite's own tests can show that each check fails on a store that breaks
-// its rule.
+// its rule: they hold a gallery of broken stores, each caught in every run.
+// docs/conformance.md lists every check with the obligation it enforces, and
+// what no black-box check can prove.
 package fencetest
 
 import (

@@ -2,9 +2,8 @@ package fencetest_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
-	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/fencekit/fencekit/adapters/memory"
@@ -12,84 +11,10 @@ import (
 	"github.com/fencekit/fencekit/fence/fencetest"
 )
 
-// buggyStore is a fence.Store with one deliberate defect, to show that the
-// suite notices it.
-type buggyStore struct {
-	mu   sync.Mutex
-	keys map[string]buggyEntry
-	// less decides whether offered is below current; a correct store uses <.
-	less func(offered, current fence.Token) bool
-	// dropFence makes Delete remove the fence along with the value.
-	dropFence bool
-	// skipValidation accepts any token.
-	skipValidation bool
-}
-
-type buggyEntry struct {
-	value []byte
-	fence fence.Token
-}
-
-func newBuggy(configure func(*buggyStore)) *buggyStore {
-	s := &buggyStore{keys: map[string]buggyEntry{}, less: func(a, b fence.Token) bool { return a < b }}
-	configure(s)
-	return s
-}
-
-func (s *buggyStore) write(ctx context.Context, key string, token fence.Token, apply func(*buggyEntry)) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if !s.skipValidation {
-		if err := fence.ValidateWrite(key, token); err != nil {
-			return err
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e := s.keys[key]
-	if s.less(token, e.fence) {
-		return fence.Stale(key, token, e.fence)
-	}
-	e.fence = token
-	apply(&e)
-	s.keys[key] = e
-	return nil
-}
-
-func (s *buggyStore) Put(ctx context.Context, key string, token fence.Token, value []byte) error {
-	v := append([]byte{}, value...)
-	return s.write(ctx, key, token, func(e *buggyEntry) { e.value = v })
-}
-
-func (s *buggyStore) Delete(ctx context.Context, key string, token fence.Token) error {
-	return s.write(ctx, key, token, func(e *buggyEntry) {
-		e.value = nil
-		if s.dropFence {
-			e.fence = 0
-		}
-	})
-}
-
-func (s *buggyStore) Advance(ctx context.Context, key string, token fence.Token) error {
-	return s.write(ctx, key, token, func(*buggyEntry) {})
-}
-
-func (s *buggyStore) Get(ctx context.Context, key string) (fence.Record, error) {
-	if err := ctx.Err(); err != nil {
-		return fence.Record{}, err
-	}
-	if err := fence.ValidateKey(key); err != nil {
-		return fence.Record{}, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e := s.keys[key]
-	if e.value == nil {
-		return fence.Record{Fence: e.fence}, fence.ErrNotFound
-	}
-	return fence.Record{Value: append([]byte{}, e.value...), Fence: e.fence}, nil
-}
+// racyRuns is how many times TestGallery repeats the checks that catch a
+// racy store: each repetition must catch it. Run with -racyruns=1 and
+// -count=100 to measure the catch rate of a single run.
+var racyRuns = flag.Int("racyruns", 10, "repetitions of the racy checks per gallery store")
 
 // failures runs every check against s and returns the names that failed.
 func failures(t *testing.T, s fence.Store) map[string]error {
@@ -103,68 +28,61 @@ func failures(t *testing.T, s fence.Store) map[string]error {
 	return failed
 }
 
-func TestSuiteCatchesBrokenStores(t *testing.T) {
-	cases := []struct {
-		name      string
-		store     fence.Store
-		mustFail  []string
-		mustPass  []string
-		rationale string
-	}{
-		{
-			name:     "accepts lower tokens",
-			store:    newBuggy(func(s *buggyStore) { s.less = func(fence.Token, fence.Token) bool { return false } }),
-			mustFail: []string{"LowerTokenRefused", "DeleteStaleRefused", "AdvanceRefusesOlderHolders", "AdvanceStaleRefused", "ReadModifyWrite", "ExactComparison", "DeleteKeepsFence"},
-			mustPass: []string{"PutThenGet", "HigherTokenAccepted", "EqualTokenAccepted"},
-		},
-		{
-			name:     "refuses equal tokens",
-			store:    newBuggy(func(s *buggyStore) { s.less = func(a, b fence.Token) bool { return a <= b } }),
-			mustFail: []string{"EqualTokenAccepted"},
-			mustPass: []string{"LowerTokenRefused"},
-		},
-		{
-			name:     "delete drops the fence",
-			store:    newBuggy(func(s *buggyStore) { s.dropFence = true }),
-			mustFail: []string{"DeleteKeepsFence", "DeleteMissingKeyLeavesTombstone"},
-			mustPass: []string{"LowerTokenRefused", "AdvanceRefusesOlderHolders", "ExactComparison"},
-		},
-		{
-			name: "compares as float64",
-			store: newBuggy(func(s *buggyStore) {
-				s.less = func(a, b fence.Token) bool { return float64(a) < float64(b) }
-			}),
-			mustFail: []string{"ExactComparison"},
-			mustPass: []string{"LowerTokenRefused", "DeleteKeepsFence"},
-		},
-		{
-			name: "compares unpadded decimal strings",
-			store: newBuggy(func(s *buggyStore) {
-				s.less = func(a, b fence.Token) bool { return strconv.FormatInt(int64(a), 10) < strconv.FormatInt(int64(b), 10) }
-			}),
-			mustFail: []string{"ExactComparison"},
-			mustPass: []string{"LowerTokenRefused"},
-		},
-		{
-			name:     "accepts token 0",
-			store:    newBuggy(func(s *buggyStore) { s.skipValidation = true }),
-			mustFail: []string{"InvalidInputWritesNothing"},
-			mustPass: []string{"LowerTokenRefused", "ExactComparison"},
-		},
+// TestGallery shows that every broken store of the gallery is caught, in
+// every run, by the checks it names.
+func TestGallery(t *testing.T) {
+	checks := map[string]fencetest.Check{}
+	for _, c := range fencetest.Checks() {
+		checks[c.Name] = c
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			failed := failures(t, c.store)
-			for _, name := range c.mustFail {
-				if _, ok := failed[name]; !ok {
-					t.Errorf("check %s passed on a store that %s", name, c.name)
+	g := gallery()
+	if len(g) < 40 {
+		t.Errorf("the gallery has %d broken stores; want at least 40", len(g))
+	}
+	for _, b := range g {
+		t.Run(b.name, func(t *testing.T) {
+			runs := 1
+			if b.racy {
+				runs = *racyRuns
+			}
+			for range runs {
+				for _, name := range b.caughtBy {
+					c, ok := checks[name]
+					if !ok {
+						t.Fatalf("no check named %s", name)
+					}
+					err := c.Run(context.Background(), b.store(), fencetest.Namespace())
+					if err == nil {
+						t.Errorf("check %s passed on a store that %s", name, b.name)
+					} else if testing.Verbose() {
+						t.Logf("%s: %v", name, err)
+					}
 				}
 			}
-			for _, name := range c.mustPass {
-				if err, ok := failed[name]; ok {
-					t.Errorf("check %s failed on a store whose only defect is that it %s: %v", name, c.name, err)
-				}
+		})
+	}
+}
+
+// TestGalleryNamesAreUnique keeps -run TestGallery/<name> unambiguous.
+func TestGalleryNamesAreUnique(t *testing.T) {
+	seen := map[string]bool{}
+	for _, b := range gallery() {
+		if seen[b.name] || len(b.caughtBy) == 0 {
+			t.Errorf("gallery store %q is duplicated or names no check", b.name)
+		}
+		seen[b.name] = true
+	}
+}
+
+// TestLegalStoresPass shows that correct but unusual stores pass every
+// check and the linearizability check.
+func TestLegalStoresPass(t *testing.T) {
+	for _, l := range legal() {
+		t.Run(l.name, func(t *testing.T) {
+			if failed := failures(t, l.store()); len(failed) > 0 {
+				t.Fatalf("checks failed on a correct store (%s): %v", l.name, failed)
 			}
+			fencetest.Linearizable(t, l.store(), nil)
 		})
 	}
 }
@@ -183,7 +101,7 @@ func TestChecksHaveUniqueNames(t *testing.T) {
 		}
 		seen[c.Name] = true
 	}
-	if len(seen) < 15 {
+	if len(seen) < 30 {
 		t.Errorf("only %d checks", len(seen))
 	}
 }
