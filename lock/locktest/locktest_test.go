@@ -214,3 +214,7 @@ func ExampleRun() {
 	fmt.Println(len(locktest.Checks()) == len(locktest.BackendChecks())+len(locktest.ClientChecks()))
 	// Output: true
 }
+
+func TestMonotonicPassesMemoryBackend(t *testing.T) {
+	locktest.Monotonic(t, func(*testing.T) lock.Backend { return memory.NewBackend() })
+}
