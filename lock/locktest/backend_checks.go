@@ -97,12 +97,13 @@ func checkSameOwnerReacquire(ctx context.Context, b lock.Backend, ns string) err
 		return fmt.Errorf("after a re-Acquire by the holder for %v: %w", longTTL, err)
 	}
 	// Shorter too: the lease is renewed to ttl from now, whatever it was.
-	w = timed(func() { again, err = b.Acquire(ctx, name, a, time.Second) })
+	const shorter = 1234 * time.Millisecond
+	w = timed(func() { again, err = b.Acquire(ctx, name, a, shorter) })
 	if err != nil || again != tok {
 		return fmt.Errorf("second re-Acquire by the holder: token %d, error %v; want token %d", again, err, tok)
 	}
-	if err := expectLease(ctx, b, name, a, tok, time.Second, w); err != nil {
-		return fmt.Errorf("after a re-Acquire by the holder for 1s: %w", err)
+	if err := expectLease(ctx, b, name, a, tok, shorter, w); err != nil {
+		return fmt.Errorf("after a re-Acquire by the holder for %v: %w", shorter, err)
 	}
 	return nil
 }

@@ -64,7 +64,7 @@ func checkExtendFromNow(ctx context.Context, b lock.Backend, ns string) error {
 	if err != nil {
 		return err
 	}
-	for _, ttl := range []time.Duration{2 * longTTL, 2 * time.Second, longTTL} {
+	for _, ttl := range []time.Duration{2 * longTTL, 2345 * time.Millisecond, longTTL} {
 		w := timed(func() { err = b.Extend(ctx, name, a, ttl) })
 		if err != nil {
 			return fmt.Errorf("Extend by the holder to %v: %w", ttl, err)
@@ -103,7 +103,8 @@ func checkWrongOwnerExtendTTL(ctx context.Context, b lock.Backend, ns string) er
 // whole seconds, to a coarse clock's tick) ends leases while their holders'
 // local deadlines are still ahead.
 func checkLeaseLasts(ctx context.Context, b lock.Backend, ns string) error {
-	const ttl = 250 * time.Millisecond
+	// Neither is a multiple of 100ms, so that rounding down shows.
+	const ttl, extended = 275 * time.Millisecond, 325 * time.Millisecond
 	name, a := ns+"l", owner()
 	start := time.Now()
 	if _, err := acquire(ctx, b, name, a, ttl); err != nil {
@@ -117,15 +118,15 @@ func checkLeaseLasts(ctx context.Context, b lock.Backend, ns string) error {
 		return fmt.Errorf("a lease acquired for %v was taken over after at most %v", ttl, taken.Sub(start))
 	}
 	start = time.Now()
-	if err := b.Extend(ctx, name, next, ttl+50*time.Millisecond); err != nil {
+	if err := b.Extend(ctx, name, next, extended); err != nil {
 		return fmt.Errorf("Extend by the new holder: %w", err)
 	}
 	_, taken, err = takeOver(ctx, b, name)
 	if err != nil {
 		return err
 	}
-	if taken.Before(start.Add(ttl + 50*time.Millisecond - tolerance)) {
-		return fmt.Errorf("a lease extended for %v was taken over after at most %v", ttl+50*time.Millisecond, taken.Sub(start))
+	if taken.Before(start.Add(extended - tolerance)) {
+		return fmt.Errorf("a lease extended for %v was taken over after at most %v", extended, taken.Sub(start))
 	}
 	return nil
 }
