@@ -28,18 +28,18 @@ type flaws struct {
 	nonAtomicAcquire bool // check and set in two steps, other goroutines run between
 
 	// Extend, release, expiry.
-	extendAddsToOld   bool // Extend adds ttl to the old expiry
-	extendNeverShorts bool // Extend keeps the later of the old and new expiry
-	extendRecreates   bool // Extend re-creates an expired lease
-	extendAnyOwner    bool // Extend does not compare the owner
-	extendOtherSetsTT bool // another owner's Extend moves the expiry, then fails
-	extendPlainError  bool // Extend's refusal does not match lock.ErrNotHeld
-	releaseAnyOwner   bool // Release does not compare the owner
-	releaseKeepsHeld  bool // Release reports success and leaves the lease
-	noExclusion       bool // Acquire always succeeds, replacing the holder
-	coarseClock       bool // expiry computed from a clock that ticks every 100ms
-	ttlSeconds        bool // ttl sent as whole seconds (EXPIRE): sub-second TTLs become 0
-	ttlTenths         bool // ttl rounded down to 100ms
+	extendAddsToOld     bool // Extend adds ttl to the old expiry
+	extendNeverShorts   bool // Extend keeps the later of the old and new expiry
+	extendRecreates     bool // Extend re-creates an expired lease
+	extendAnyOwner      bool // Extend does not compare the owner
+	extendOtherMovesTTL bool // another owner's Extend moves the expiry, then fails
+	extendPlainError    bool // Extend's refusal does not match lock.ErrNotHeld
+	releaseAnyOwner     bool // Release does not compare the owner
+	releaseKeepsHeld    bool // Release reports success and leaves the lease
+	noExclusion         bool // Acquire always succeeds, replacing the holder
+	coarseClock         bool // expiry computed from a clock that ticks every 100ms
+	ttlSeconds          bool // ttl sent as whole seconds (EXPIRE): sub-second TTLs become 0
+	ttlTenths           bool // ttl rounded down to 100ms
 
 	// Inspect.
 	inspectGrantedTTL bool // Inspect reports the TTL the lease was granted with
@@ -282,7 +282,7 @@ func (b *flawed) Extend(ctx context.Context, name, owner string, ttl time.Durati
 		return b.notHeld(n)
 	}
 	if !b.sameOwner(l.owner, owner) && !b.f.extendAnyOwner {
-		if b.f.extendOtherSetsTT {
+		if b.f.extendOtherMovesTTL {
 			l.expires = b.now().Add(b.lifetime(ttl))
 		}
 		return b.notHeld(n)

@@ -89,7 +89,7 @@ var gallery = []struct {
 	{"never shortens a lease on Extend", flaws{extendNeverShorts: true}, []string{"ExtendSetsTTLFromNow"}, false},
 	{"re-creates an expired lease on Extend", flaws{extendRecreates: true}, []string{"ExtendAfterExpiryNeverRecreates", "WrongOwnerExtendRefused"}, false},
 	{"extends without an owner check", flaws{extendAnyOwner: true}, []string{"WrongOwnerExtendRefused", "LateReleaseLeavesNewHolder", "WrongOwnerExtendKeepsTTL", "OwnersComparedExactly"}, false},
-	{"moves the holder's expiry on another owner's Extend", flaws{extendOtherSetsTT: true}, []string{"WrongOwnerExtendKeepsTTL", "OwnersComparedExactly"}, false},
+	{"moves the holder's expiry on another owner's Extend", flaws{extendOtherMovesTTL: true}, []string{"WrongOwnerExtendKeepsTTL", "OwnersComparedExactly"}, false},
 	{"refuses Extend with an error that is not ErrNotHeld", flaws{extendPlainError: true}, []string{"WrongOwnerExtendRefused", "ExtendAfterExpiryNeverRecreates"}, false},
 	{"releases without an owner check", flaws{releaseAnyOwner: true}, []string{"WrongOwnerReleaseRefused", "LateReleaseLeavesNewHolder", "OwnersComparedExactly"}, false},
 	{"does not really release", flaws{releaseKeepsHeld: true}, []string{"ReleaseFreesLock", "DoReleasesAfterwards", "LeaseTTLAndRelease"}, false},
