@@ -169,7 +169,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r := &runner{cfg: cfg, start: time.Now(), inside: make([]int, cfg.Keys)}
-	r.client = lock.New(cfg.Backend, &lock.Options{
+	r.client = lock.New(recordingBackend{Backend: cfg.Backend, r: r}, &lock.Options{
 		MinBackoff: time.Millisecond,
 		MaxBackoff: max(cfg.TTL/4, 2*time.Millisecond),
 	})
@@ -221,6 +221,7 @@ type runner struct {
 	inside          []int // per key: workers that believe they hold its lock
 	overlaps        int
 	pauses          int
+	acquisitions    int
 	acquireFailures int
 	delays          int
 	cuts            int
@@ -358,6 +359,8 @@ type worker struct {
 	r   *runner
 	id  int
 	rng *mrand.Rand
+
+	mu  sync.Mutex // record may be called from the backend's goroutines
 	ops []Op
 }
 
@@ -370,15 +373,16 @@ func (w *worker) loop(ctx context.Context) {
 // cycle acquires key k's lock and increments the key once.
 func (w *worker) cycle(ctx context.Context, k int) {
 	cfg := &w.r.cfg
-	call := w.r.now()
-	lease, err := w.r.client.Acquire(ctx, cfg.lockName(k), cfg.TTL)
+	// The backend records each attempt that returns a token (see
+	// recordingBackend), with that attempt's own window.
+	lease, err := w.r.client.Acquire(context.WithValue(ctx, attemptKey{}, attempt{w, k}), cfg.lockName(k), cfg.TTL)
 	if err != nil {
 		if ctx.Err() == nil {
 			w.r.count(&w.r.acquireFailures)
 		}
 		return
 	}
-	w.record(Op{Kind: Acquire, Key: k, Token: int64(lease.Token()), Outcome: OK, Call: call, Return: w.r.now()})
+	w.r.count(&w.r.acquisitions)
 	w.r.enter(k)
 	defer w.r.leave(k)
 	defer func() {
@@ -404,7 +408,7 @@ func (w *worker) cycle(ctx context.Context, k int) {
 	}
 	w.maybePause(pauseAt, 1)
 
-	call = w.r.now()
+	call := w.r.now()
 	octx, cancel := context.WithTimeout(context.Background(), cfg.OpTimeout)
 	rec, err := store.Get(octx, key)
 	cancel()
@@ -472,7 +476,39 @@ func (w *worker) maybePause(at, step int) {
 
 func (w *worker) record(o Op) {
 	o.Worker = w.id
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.ops = append(w.ops, o)
+}
+
+// attemptKey is the context key under which a worker's Acquire tells the
+// backend which worker and key it is for.
+type attemptKey struct{}
+
+type attempt struct {
+	w *worker
+	k int
+}
+
+// recordingBackend records every Backend.Acquire call that returns a token,
+// with the call's own invocation and return times. lock.Client.Acquire may
+// make many attempts; the token comes from one of them, and only that one's
+// window says when the token was minted. Timing the whole retry loop instead
+// would let a backend hand a waiter a token below one returned while it
+// waited.
+type recordingBackend struct {
+	lock.Backend
+	r *runner
+}
+
+func (b recordingBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
+	call := b.r.now()
+	tok, err := b.Backend.Acquire(ctx, name, owner, ttl)
+	ret := b.r.now()
+	if a, ok := ctx.Value(attemptKey{}).(attempt); ok && err == nil {
+		a.w.record(Op{Kind: Acquire, Key: a.k, Token: int64(tok), Owner: owner, Outcome: OK, Call: call, Return: ret})
+	}
+	return tok, err
 }
 
 // byKind splits a history by key (or lock) for the operations of the given

@@ -3,7 +3,10 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,7 +104,7 @@ func TestRegisterModelOutcomes(t *testing.T) {
 
 func TestTokenChecks(t *testing.T) {
 	acq := func(token, call, ret int64) Op {
-		return Op{Kind: Acquire, Token: token, Outcome: OK, Call: call, Return: ret}
+		return Op{Kind: Acquire, Token: token, Owner: fmt.Sprint("owner-", token, "-", call), Outcome: OK, Call: call, Return: ret}
 	}
 	good := []Op{acq(1, 0, 10), acq(3, 20, 30), acq(2, 25, 40) /* concurrent with 3: either order */, acq(4, 50, 60)}
 	// 2 and 3 overlap, so 2 may have been issued first... but 3 returned
@@ -112,7 +115,15 @@ func TestTokenChecks(t *testing.T) {
 	if n, _ := tokenRegressions(good); n != 0 {
 		t.Fatalf("monotonic tokens: %d regressions", n)
 	}
-	bad := append(good, acq(4, 70, 80)) // the same token twice, in sequence
+	// The same owner's retried attempt gets its token back: legal.
+	retried := append(slices.Clone(good), Op{Kind: Acquire, Token: 4, Owner: good[3].Owner, Outcome: OK, Call: 70, Return: 80})
+	if v := checkTokens([][]Op{retried}, time.Second); v.Result != porcupine.Ok {
+		t.Fatalf("a retried attempt's own token: %v", v)
+	}
+	if n, _ := tokenRegressions(retried); n != 0 {
+		t.Fatalf("a retried attempt's own token: %d regressions", n)
+	}
+	bad := append(good, acq(4, 70, 80)) // the same token twice, in sequence, for another owner
 	if v := checkTokens([][]Op{bad}, time.Second); v.Result != porcupine.Illegal {
 		t.Fatalf("a repeated token: %v, want not linearizable", v)
 	}
@@ -384,5 +395,76 @@ func TestCheckCatchesAStaleReportForAWriteThatLanded(t *testing.T) {
 		var out bytes.Buffer
 		rep.Print(&out)
 		t.Fatalf("the truthful history failed:\n%s", out.String())
+	}
+}
+
+// waiterBackend is a backend with a bug: it mints an owner's token at its
+// first attempt, before it checks whether the lock is held, and hands the
+// waiter that token when it finally gets the lock. Every token is minted
+// once, so no two acquisitions share one; but a waiter's token is below the
+// tokens of everyone who got the lock while it waited.
+type waiterBackend struct {
+	*memory.Backend
+	mu       sync.Mutex
+	next     int64
+	reserved map[string]fence.Token
+}
+
+func (b *waiterBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
+	b.mu.Lock()
+	tok, ok := b.reserved[owner]
+	if !ok {
+		b.next++
+		tok = fence.Token(b.next)
+		b.reserved[owner] = tok
+	}
+	b.mu.Unlock()
+	if _, err := b.Backend.Acquire(ctx, name, owner, ttl); err != nil {
+		return 0, err
+	}
+	return tok, nil
+}
+
+// Each waiter's token is below one returned while it waited, and each is
+// unique: only the window of the attempt that returned the token shows it.
+// Timing the whole retry loop instead let this backend pass.
+func TestRunCatchesATokenBelowOneReturnedWhileWaiting(t *testing.T) {
+	t.Parallel()
+	rep, err := Run(context.Background(), Config{
+		Name: "waiter tokens", Backend: &waiterBackend{Backend: memory.NewBackend(), reserved: map[string]fence.Token{}},
+		Store: memory.NewStore(), Workers: 5, Keys: 1, Duration: time.Second, TTL: 30 * time.Millisecond, Seed: 6,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep.Print(&out)
+	if rep.OK() || rep.Regressions == 0 || rep.Tokens.Result != porcupine.Illegal {
+		t.Fatalf("a backend that hands waiters older tokens passed:\n%s", out.String())
+	}
+}
+
+// One increment lost and one counter step without an increment must both be
+// reported, not cancel out.
+func TestCheckCountsLostAndExtraApart(t *testing.T) {
+	put := func(worker int, token, value, id, call int64) Op {
+		return Op{Kind: Put, Worker: worker, Token: token, Value: value, ID: id, Outcome: OK, Call: call, Return: call + 5}
+	}
+	ops := []Op{
+		put(0, 1, 1, 1, 0),
+		put(1, 2, 2, 2, 10),
+		put(2, 3, 2, 3, 20), // read 1 again and wrote 2: one increment lost
+		put(3, 4, 4, 4, 30), // wrote 4 after 2: step 3 came from nowhere
+	}
+	final := []Op{{Kind: Get, Worker: 4, Value: 4, ID: 4, Outcome: OK, Call: 100, Return: 110}}
+	r := &runner{cfg: Config{Keys: 1, Workers: 4, CheckTimeout: 10 * time.Second}}
+	rep := r.check(append(ops, final...), final)
+	if rep.Lost != 1 || rep.Extra != 1 || rep.OK() {
+		var out bytes.Buffer
+		rep.Print(&out)
+		t.Fatalf("lost %d, extra %d; want 1 and 1:\n%s", rep.Lost, rep.Extra, out.String())
+	}
+	if rep.Increments != int(rep.Final) {
+		t.Fatalf("the history was built with as many increments (%d) as the final counter (%d)", rep.Increments, rep.Final)
 	}
 }

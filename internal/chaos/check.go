@@ -3,9 +3,12 @@ package chaos
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/fencekit/fencekit/internal/models"
 )
 
 // Verdict is the result of one linearizability check.
@@ -107,21 +110,6 @@ func registerModel(init regState) porcupine.Model {
 		},
 	}
 	return nm.ToModel()
-}
-
-// tokenModel is token monotonicity for one lock name: every token the lock
-// hands out is greater than every token handed out before it (in real
-// time). The state is the last token.
-func tokenModel(init int64) porcupine.Model {
-	return porcupine.Model{
-		Init: func() any { return init },
-		Step: func(state, input, _ any) (bool, any) {
-			last, t := state.(int64), input.(int64)
-			return t > last, t
-		},
-		DescribeOperation: func(input, _ any) string { return fmt.Sprintf("acquire -> token %d", input.(int64)) },
-		DescribeState:     func(state any) string { return fmt.Sprintf("last token %d", state.(int64)) },
-	}
 }
 
 // segment is a piece of one key's (or lock's) history that can be checked on
@@ -259,16 +247,27 @@ func checkRegister(byKey [][]Op, limit time.Duration) Verdict {
 	return checkSegments(groups, registerModel, toOp, limit)
 }
 
-// checkTokens checks every lock's acquisitions against token monotonicity.
+// checkTokens checks every lock's acquisitions against the token model
+// shared with lock/locktest (models.Tokens). A segment is cut after an
+// acquisition that overlaps no other, so the next one starts from its token
+// and owner.
 func checkTokens(byLock [][]Op, limit time.Duration) Verdict {
-	groups := make([][]segment[int64], 0, len(byLock))
+	groups := make([][]segment[models.TokenState], 0, len(byLock))
 	for _, ops := range byLock {
-		groups = append(groups, split(ops, int64(0), func(o Op) (int64, bool) { return o.Token, true }))
+		groups = append(groups, split(ops, models.TokenState{}, func(o Op) (models.TokenState, bool) {
+			return models.TokenState{Last: o.Token, Holder: o.Owner}, true
+		}))
 	}
 	toOp := func(o Op) porcupine.Operation {
-		return porcupine.Operation{ClientId: o.Worker, Input: o.Token, Call: o.Call, Return: o.Return}
+		return porcupine.Operation{
+			ClientId: o.Worker,
+			Input:    models.TokenInput{Name: strconv.Itoa(o.Key), Op: models.LockAcquire, Owner: o.Owner},
+			Output:   models.TokenOutput{Outcome: models.LockOK, Token: o.Token},
+			Call:     o.Call,
+			Return:   o.Return,
+		}
 	}
-	return checkSegments(groups, tokenModel, toOp, limit)
+	return checkSegments(groups, models.Tokens, toOp, limit)
 }
 
 // staleAccepted counts writes (Put or Advance) that were accepted although
@@ -286,9 +285,12 @@ func staleAccepted(ops []Op) (n int, first string) {
 }
 
 // tokenRegressions counts acquisitions whose token is not above that of an
-// acquisition that returned before they were called. ops are one lock's.
+// acquisition that returned before they were called, unless it is the same
+// owner's (a retried attempt gets its own token back). ops are one lock's.
 func tokenRegressions(ops []Op) (n int, first string) {
-	return newerBefore(ops, func(newer, o Op) bool { return newer.Token >= o.Token })
+	return newerBefore(ops, func(newer, o Op) bool {
+		return newer.Token > o.Token || (newer.Token == o.Token && newer.Owner != o.Owner)
+	})
 }
 
 // newerBefore counts operations o for which some operation p that returned

@@ -11,7 +11,7 @@ type Kind uint8
 
 // The operations a history records.
 const (
-	Acquire Kind = iota + 1 // lock.Client.Acquire returned a lease
+	Acquire Kind = iota + 1 // one Backend.Acquire call (an attempt of lock.Client.Acquire) returned a token
 	Advance                 // Store.Advance with the lease's token
 	Get                     // Store.Get
 	Put                     // Store.Put of an incremented value
@@ -63,22 +63,26 @@ func (o Outcome) String() string {
 type Op struct {
 	Kind    Kind
 	Worker  int
-	Key     int   // index of the key, and of the lock that guards it
-	Token   int64 // the lease's token (for Acquire: the token it returned)
-	Value   int64 // Put: the value written; Get: the value read (0 when absent)
-	ID      int64 // Put: the write's id, stored with the value; Get: the id read (0 when absent)
-	Fence   int64 // Get: the fence read
-	FenceOK bool  // Get: whether Fence is meaningful for the model
+	Key     int    // index of the key, and of the lock that guards it
+	Token   int64  // the lease's token (for Acquire: the token it returned)
+	Owner   string // Acquire: the owner the attempt was made for
+	Value   int64  // Put: the value written; Get: the value read (0 when absent)
+	ID      int64  // Put: the write's id, stored with the value; Get: the id read (0 when absent)
+	Fence   int64  // Get: the fence read
+	FenceOK bool   // Get: whether Fence is meaningful for the model
 	Outcome Outcome
-	Call    int64
-	Return  int64
+	// Call and Return bound the operation itself: for Acquire, the one
+	// Backend.Acquire call that returned the token, not the whole retry
+	// loop of lock.Client.Acquire around it.
+	Call   int64
+	Return int64
 }
 
 // String renders the operation as the report prints it.
 func (o Op) String() string {
 	switch o.Kind {
 	case Acquire:
-		return fmt.Sprintf("w%d acquire(lock %d) -> token %d [%d, %d]", o.Worker, o.Key, o.Token, o.Call, o.Return)
+		return fmt.Sprintf("w%d acquire(lock %d, owner %.8s) -> token %d [%d, %d]", o.Worker, o.Key, o.Owner, o.Token, o.Call, o.Return)
 	case Get:
 		return fmt.Sprintf("w%d get(key %d) -> %d (id %d, fence %d) [%d, %d]", o.Worker, o.Key, o.Value, o.ID, o.Fence, o.Call, o.Return)
 	case Put:

@@ -23,7 +23,7 @@ type Report struct {
 	Delays          int // network delays injected
 	Cuts            int // connection cuts injected
 	Drops           int // replies dropped after the server executed the request
-	Acquisitions    int // leases acquired
+	Acquisitions    int // leases acquired (lock.Client.Acquire calls that returned one)
 	AcquireFailures int // Acquire calls that gave up (not counting the end of the run)
 	Overlaps        int // a worker acquired a lock while another still believed it held it
 
@@ -36,7 +36,7 @@ type Report struct {
 	AmbiguousLanded int // of those, the ones a later read saw
 	Final           int64
 	Lost            int64 // increments that landed but are missing from the final counters
-	Extra           int64 // counter steps that no landed increment explains
+	Extra           int64 // counter steps that no landed increment explains (counted apart from Lost: one of each does not cancel out)
 	Regressions     int   // acquisitions whose token was not above an earlier one's
 
 	Register Verdict // the fenced-register model, per key
@@ -133,7 +133,7 @@ func (r *runner) check(hist []Op, final []Op) *Report {
 		Name: cfg.Name, Workers: cfg.Workers, Keys: cfg.Keys, TTL: cfg.TTL, Duration: cfg.Duration,
 		Seed: cfg.Seed, Unfenced: cfg.Unfenced,
 		Pauses: r.pauses, Delays: r.delays, Cuts: r.cuts, Drops: r.drops,
-		AcquireFailures: r.acquireFailures, Overlaps: r.overlaps,
+		Acquisitions: r.acquisitions, AcquireFailures: r.acquireFailures, Overlaps: r.overlaps,
 	}
 	r.mu.Unlock()
 	if rep.Name == "" {
@@ -146,8 +146,6 @@ func (r *runner) check(hist []Op, final []Op) *Report {
 	unknown := map[int64]bool{}
 	for _, o := range hist {
 		switch {
-		case o.Kind == Acquire:
-			rep.Acquisitions++
 		case o.Kind == Get && o.ID != 0:
 			seen[o.ID] = true
 		case (o.Kind == Put || o.Kind == Advance) && o.Outcome == Stale:
@@ -178,11 +176,16 @@ func (r *runner) check(hist []Op, final []Op) *Report {
 	for _, o := range final {
 		rep.Final += o.Value
 	}
-	if d := int64(rep.Increments) - rep.Final; d > 0 {
-		rep.Lost = d
-	} else {
-		rep.Extra = -d
+	landed := map[int64]bool{}
+	for id := range acked {
+		landed[id] = true
 	}
+	for id := range unknown {
+		if seen[id] {
+			landed[id] = true
+		}
+	}
+	rep.Lost, rep.Extra = lostAndExtra(hist, final, landed)
 
 	writes := byKind(hist, cfg.Keys, Put, Advance)
 	for _, ops := range writes {
@@ -205,4 +208,43 @@ func (r *runner) check(hist []Op, final []Op) *Report {
 	rep.Register = checkRegister(byKind(hist, cfg.Keys, Advance, Get, Put), cfg.CheckTimeout)
 	rep.Tokens = checkTokens(acquires, cfg.CheckTimeout)
 	return rep
+}
+
+// lostAndExtra counts, per key, the increments that landed but are missing
+// from the final counter, and the counter steps no landed increment
+// explains. Each increment writes the value it read plus one, so the
+// increments that landed on a key must be exactly one for each value from 1
+// to its final counter: a value written twice (or above the final counter)
+// is an increment lost, a value in that range that no increment wrote is an
+// extra step. Counting the two apart keeps one lost increment and one extra
+// step from cancelling out.
+func lostAndExtra(hist, final []Op, landed map[int64]bool) (lost, extra int64) {
+	counts := map[int]map[int64]int64{} // key -> value written -> landed increments
+	for _, o := range hist {
+		if o.Kind != Put || !landed[o.ID] {
+			continue
+		}
+		if counts[o.Key] == nil {
+			counts[o.Key] = map[int64]int64{}
+		}
+		counts[o.Key][o.Value]++
+		delete(landed, o.ID) // retries of one increment count once
+	}
+	for _, f := range final {
+		c := counts[f.Key]
+		for v := int64(1); v <= f.Value; v++ {
+			if c[v] == 0 {
+				extra++
+			}
+		}
+		for v, n := range c {
+			switch {
+			case v < 1 || v > f.Value:
+				lost += n
+			case n > 1:
+				lost += n - 1
+			}
+		}
+	}
+	return lost, extra
 }

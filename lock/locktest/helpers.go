@@ -16,6 +16,9 @@ const (
 	shortTTL = 60 * time.Millisecond
 	longTTL  = 10 * time.Second
 	waitFor  = 5 * time.Second // how long to poll for an expected state
+	// tolerance is the rounding a backend may apply to a TTL it reports
+	// or enforces: Redis keeps expiry times in whole milliseconds.
+	tolerance = 5 * time.Millisecond
 )
 
 func owner() string {
@@ -50,7 +53,8 @@ func expectHolder(ctx context.Context, b lock.Backend, name, owner string, token
 	return nil
 }
 
-// expectFree fails unless Inspect reports name free.
+// expectFree fails unless Inspect reports name free, with the owner, token
+// and TTL of a free lock all zero.
 func expectFree(ctx context.Context, b lock.Backend, name string) error {
 	info, err := b.Inspect(ctx, name)
 	if err != nil {
@@ -59,27 +63,88 @@ func expectFree(ctx context.Context, b lock.Backend, name string) error {
 	if info.Held {
 		return fmt.Errorf("Inspect(%q) = held by %q with token %d; want free", name, info.Owner, info.Token)
 	}
+	if info != (lock.Info{Name: name}) {
+		return fmt.Errorf("Inspect(%q) of a free lock = %+v; want Name %q and every other field zero", name, info, name)
+	}
 	return nil
 }
 
 // waitFree polls until name is free, failing after waitFor.
 func waitFree(ctx context.Context, b lock.Backend, name string) error {
-	deadline := time.Now().Add(waitFor)
+	_, err := waitExpiry(ctx, b, name, time.Time{}, 0)
+	return err
+}
+
+// waitExpiry polls until Inspect reports name free, failing after waitFor.
+// The lease on name was granted for ttl by a call made at since (zero: not
+// known): a free report that returned before since+ttl means the lease ended
+// early. It returns when the free report came back.
+func waitExpiry(ctx context.Context, b lock.Backend, name string, since time.Time, ttl time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(waitFor + ttl)
 	for {
 		info, err := b.Inspect(ctx, name)
+		ret := time.Now()
 		if err != nil {
-			return fmt.Errorf("Inspect(%q): %w", name, err)
+			return ret, fmt.Errorf("Inspect(%q): %w", name, err)
 		}
 		if !info.Held {
-			return nil
+			if !since.IsZero() && ret.Before(since.Add(ttl-tolerance)) {
+				return ret, fmt.Errorf("lease on %q granted for %v ended after at most %v: a lease must last its whole TTL", name, ttl, ret.Sub(since))
+			}
+			return ret, nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("lock %q still held %v after its TTL should have run out (TTL left %v)", name, waitFor, info.TTL)
+		if ret.After(deadline) {
+			return ret, fmt.Errorf("lock %q still held %v after its TTL should have run out (TTL left %v)", name, waitFor, info.TTL)
 		}
 		if err := sleep(ctx, 5*time.Millisecond); err != nil {
-			return err
+			return ret, err
 		}
 	}
+}
+
+// window is the wall-clock span of one backend call: it took effect, if at
+// all, between call and ret.
+type window struct{ call, ret time.Time }
+
+// timed runs op and returns its window.
+func timed(op func()) window {
+	w := window{call: time.Now()}
+	op()
+	w.ret = time.Now()
+	return w
+}
+
+// expectLease fails unless Inspect reports owner holding name with token
+// and a remaining TTL that fits a lease granted (or renewed) for ttl by the
+// call in window granted.
+func expectLease(ctx context.Context, b lock.Backend, name, owner string, token fence.Token, ttl time.Duration, granted window) error {
+	var info lock.Info
+	var err error
+	at := timed(func() { info, err = b.Inspect(ctx, name) })
+	if err != nil {
+		return fmt.Errorf("Inspect(%q): %w", name, err)
+	}
+	if info.Name != name || !info.Held || info.Owner != owner || info.Token != token {
+		return fmt.Errorf("Inspect(%q) = %+v; want held by %q with token %d", name, info, owner, token)
+	}
+	return ttlWithin("Inspect", info.TTL, ttl, granted, at)
+}
+
+// ttlWithin fails unless got, a remaining TTL reported by the call in
+// window at about a lease granted for ttl by the call in window granted,
+// lies in the range the two windows allow: at most ttl minus the time
+// surely gone since, at least ttl minus the time at most gone since.
+func ttlWithin(what string, got, ttl time.Duration, granted, at window) error {
+	surely, atMost := at.call.Sub(granted.ret), at.ret.Sub(granted.call)
+	switch {
+	case got <= 0:
+		return fmt.Errorf("%s reported TTL %v for a live lease; want the remaining TTL, above 0", what, got)
+	case got > ttl-surely+tolerance:
+		return fmt.Errorf("%s reported TTL %v for a lease set to %v at least %v earlier; want the remaining TTL, at most %v", what, got, ttl, surely.Round(time.Millisecond), ttl-surely)
+	case got < ttl-atMost-tolerance:
+		return fmt.Errorf("%s reported TTL %v for a lease set to %v at most %v earlier; want at least %v: the lease is shorter than asked", what, got, ttl, atMost.Round(time.Millisecond), ttl-atMost)
+	}
+	return nil
 }
 
 // waitChan waits for ch to close, failing after waitFor.

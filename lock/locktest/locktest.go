@@ -7,13 +7,37 @@
 //		locktest.Run(t, func(t *testing.T) lock.Backend { return mybackend.New(...) })
 //	}
 //
+// and the token-monotonicity check, which drives the backend from many
+// goroutines for a second or two, with a second test:
+//
+//	func TestMonotonic(t *testing.T) {
+//		locktest.Monotonic(t, func(t *testing.T) lock.Backend { return mybackend.New(...) })
+//	}
+//
 // Each check is a named subtest. Checks use lock names under a random prefix
 // of their own, so a backend shared between checks, runs or processes is
-// fine. Checks that need a lease to expire use TTLs of tens of milliseconds
-// and poll with a deadline; they take about a second in all.
+// fine. Checks that need a lease to expire use TTLs of tens to hundreds of
+// milliseconds and poll with a deadline; Run takes about two seconds on an
+// in-process backend.
 //
-// The checks are also exported one by one (Checks), so that the suite's own
-// tests can show that each one fails on a backend that breaks its rule.
+// Timing checks never depend on the machine being fast: a lease's remaining
+// TTL is judged against the call windows measured around the calls (at most
+// the TTL minus the time surely gone, at least the TTL minus the time at most
+// gone, give or take 5 ms of rounding), so a slow run can only make a check
+// less sharp, never fail a correct backend.
+//
+// What cannot be checked from outside a backend: a context deadline that
+// ends while a call waits for its server (the suite checks every method
+// with a context already cancelled and one past its deadline; a deadline
+// in mid-call needs a delayed network, which the fault kit provides); that
+// a lease whose TTL ran out is refused to its old owner at the very instant
+// of expiry (the suite checks it after the lease is seen to be free); and
+// that an expired lease is not re-acquired with its old token by its own
+// owner (owners are random per lease, so no Client does that).
+//
+// The checks are also exported one by one (Checks, MonotonicCheck), so that
+// the suite's own tests can show that each one fails on a backend that
+// breaks its rule.
 package locktest
 
 import (

@@ -1,0 +1,358 @@
+package locktest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock"
+)
+
+// flaws are realistic bugs of lock backends, one per field. A flawed
+// backend with none set is correct: a map under a mutex.
+type flaws struct {
+	// Tokens.
+	resetOnRelease   bool // the counter is deleted with the lease
+	resetOnExpiry    bool // the counter lives in the lease record and expires with it
+	releaseLowers    bool // a release "gives back" the last token
+	mintWhileWaiting bool // a token is minted at an owner's first attempt, and kept while it waits
+	reacquireNewTok  bool // a same-owner re-acquire mints a new token
+	reacquireNoRenew bool // a same-owner re-acquire keeps the old expiry
+	nonAtomicAcquire bool // check and set in two steps, other goroutines run between
+
+	// Extend, release, expiry.
+	extendAddsToOld     bool // Extend adds ttl to the old expiry
+	extendNeverShorts   bool // Extend keeps the later of the old and new expiry
+	extendRecreates     bool // Extend re-creates an expired lease
+	extendAnyOwner      bool // Extend does not compare the owner
+	extendOtherMovesTTL bool // another owner's Extend moves the expiry, then fails
+	extendPlainError    bool // Extend's refusal does not match lock.ErrNotHeld
+	releaseAnyOwner     bool // Release does not compare the owner
+	releaseKeepsHeld    bool // Release reports success and leaves the lease
+	noExclusion         bool // Acquire always succeeds, replacing the holder
+	coarseClock         bool // expiry computed from a clock that ticks every 100ms
+	ttlSeconds          bool // ttl sent as whole seconds (EXPIRE): sub-second TTLs become 0
+	ttlTenths           bool // ttl rounded down to 100ms
+
+	// Inspect.
+	inspectGrantedTTL bool // Inspect reports the TTL the lease was granted with
+	inspectFreeStale  bool // Inspect of a released lock still shows its owner and token
+	inspectNoExpiry   bool // Inspect ignores expiry
+	heldNegativeTTL   bool // HeldError.TTL is negative
+	heldGrantedTTL    bool // HeldError.TTL is the holder's granted TTL
+	heldPlainError    bool // the refusal does not match lock.ErrHeld
+
+	// Input and context.
+	acceptEmptyOwner bool // an empty owner is accepted
+	acceptZeroTTL    bool // ttl is not checked
+	nameEmptyOnly    bool // names are only checked for emptiness
+	inspectNoCheck   bool // Inspect does not validate the name
+	releaseNoCheck   bool // Release does not validate its input
+	shortNames       bool // names longer than 255 bytes are refused
+	ignoreContext    bool // no method looks at its context
+	ctxAcquireOnly   bool // only Acquire looks at its context
+	ownerPrefix      bool // owners compared by prefix
+	ownerFold        bool // owners compared case-insensitively
+	nameFold         bool // names case-folded
+	nameTrim         bool // names trimmed of spaces
+
+	// Legal variations.
+	sharedCounter bool // one counter for every name
+	gaps          bool // tokens skip a random number of values
+	wrapErrors    bool // every error wrapped with the backend's own message
+	heldNoTTL     bool // refusals are plain lock.ErrHeld, without a TTL
+}
+
+type flawedLease struct {
+	owner   string
+	token   fence.Token
+	granted time.Duration
+	expires time.Time
+	counter fence.Token // resetOnExpiry: the counter kept in the lease record
+}
+
+// flawed is a lock.Backend with the bugs in f.
+type flawed struct {
+	f        flaws
+	mu       sync.Mutex
+	leases   map[string]*flawedLease
+	freed    map[string]*flawedLease // inspectFreeStale: the last released lease
+	last     map[string]fence.Token
+	reserved map[string]fence.Token // mintWhileWaiting: per owner
+}
+
+func newFlawed(f flaws) *flawed {
+	return &flawed{f: f, leases: map[string]*flawedLease{}, freed: map[string]*flawedLease{},
+		last: map[string]fence.Token{}, reserved: map[string]fence.Token{}}
+}
+
+var _ lock.Backend = (*flawed)(nil)
+
+func (b *flawed) wrap(err error) error {
+	if err != nil && b.f.wrapErrors {
+		return fmt.Errorf("flawed backend: %w", err)
+	}
+	return err
+}
+
+func (b *flawed) name(n string) string {
+	if b.f.nameFold {
+		n = strings.ToLower(n)
+	}
+	if b.f.nameTrim {
+		n = strings.TrimSpace(n)
+	}
+	return n
+}
+
+func (b *flawed) sameOwner(held, o string) bool {
+	switch {
+	case b.f.ownerPrefix:
+		return strings.HasPrefix(held, o) || strings.HasPrefix(o, held)
+	case b.f.ownerFold:
+		return strings.EqualFold(held, o)
+	}
+	return held == o
+}
+
+func (b *flawed) validName(n string) error {
+	if b.f.nameEmptyOnly {
+		if n == "" {
+			return fence.Invalid("empty lock name")
+		}
+		return nil
+	}
+	if b.f.shortNames && len(n) > 255 {
+		return fence.Invalid("lock name longer than 255 bytes")
+	}
+	return fence.ValidateKey(n)
+}
+
+func (b *flawed) validate(n, o string, ttl time.Duration, checkTTL bool) error {
+	if err := b.validName(n); err != nil {
+		return err
+	}
+	if o == "" && !b.f.acceptEmptyOwner {
+		return fence.Invalid("empty owner")
+	}
+	if o != "" && !b.f.nameEmptyOnly && (!utf8.ValidString(o) || strings.IndexByte(o, 0) >= 0 || len(o) > fence.MaxKeyLen) {
+		return fence.Invalid("bad owner")
+	}
+	if checkTTL && ttl < lock.MinTTL && !b.f.acceptZeroTTL {
+		return fence.Invalid("ttl %v too short", ttl)
+	}
+	return nil
+}
+
+func (b *flawed) ctxErr(ctx context.Context, acquire bool) error {
+	if b.f.ignoreContext || (b.f.ctxAcquireOnly && !acquire) {
+		return nil
+	}
+	return ctx.Err()
+}
+
+// now is the clock expiries are computed from.
+func (b *flawed) now() time.Time {
+	if b.f.coarseClock {
+		return time.Now().Truncate(100 * time.Millisecond)
+	}
+	return time.Now()
+}
+
+func (b *flawed) lifetime(ttl time.Duration) time.Duration {
+	switch {
+	case b.f.ttlSeconds:
+		return ttl.Truncate(time.Second)
+	case b.f.ttlTenths:
+		return ttl.Truncate(100 * time.Millisecond)
+	}
+	return ttl
+}
+
+// live returns the live lease on n. The caller holds b.mu.
+func (b *flawed) live(n string) *flawedLease {
+	l := b.leases[n]
+	if l != nil && !time.Now().Before(l.expires) {
+		delete(b.leases, n)
+		if b.f.resetOnExpiry {
+			b.last[n] = 0
+		}
+		return nil
+	}
+	return l
+}
+
+func (b *flawed) mint(n string) fence.Token {
+	key := n
+	if b.f.sharedCounter {
+		key = ""
+	}
+	step := fence.Token(1)
+	if b.f.gaps {
+		step += fence.Token(rand.IntN(1000))
+	}
+	b.last[key] += step
+	return b.last[key]
+}
+
+func (b *flawed) held(n string, l *flawedLease) error {
+	switch {
+	case b.f.heldPlainError:
+		return errors.New("flawed backend: lock is taken")
+	case b.f.heldNoTTL:
+		return b.wrap(lock.ErrHeld)
+	case b.f.heldNegativeTTL:
+		return b.wrap(&lock.HeldError{Name: n, TTL: -time.Until(l.expires)})
+	case b.f.heldGrantedTTL:
+		return b.wrap(&lock.HeldError{Name: n, TTL: l.granted})
+	}
+	return b.wrap(&lock.HeldError{Name: n, TTL: time.Until(l.expires)})
+}
+
+func (b *flawed) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
+	if err := b.validate(name, owner, ttl, true); err != nil {
+		return 0, b.wrap(err)
+	}
+	if err := b.ctxErr(ctx, true); err != nil {
+		return 0, b.wrap(err)
+	}
+	n := b.name(name)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.f.mintWhileWaiting && b.reserved[owner] == 0 {
+		b.reserved[owner] = b.mint(n)
+	}
+	l := b.live(n)
+	if l != nil && !b.f.noExclusion {
+		if !b.sameOwner(l.owner, owner) {
+			return 0, b.held(n, l)
+		}
+		if !b.f.reacquireNoRenew {
+			l.expires, l.granted = b.now().Add(b.lifetime(ttl)), ttl
+		}
+		if b.f.reacquireNewTok {
+			l.token = b.mint(n)
+		}
+		return l.token, nil
+	}
+	if b.f.nonAtomicAcquire {
+		// The check above and the write below are two round trips.
+		b.mu.Unlock()
+		runtime.Gosched()
+		b.mu.Lock()
+	}
+	tok := b.reserved[owner]
+	if !b.f.mintWhileWaiting {
+		tok = b.mint(n)
+	}
+	b.leases[n] = &flawedLease{owner: owner, token: tok, granted: ttl, expires: b.now().Add(b.lifetime(ttl))}
+	return tok, nil
+}
+
+func (b *flawed) notHeld(n string) error {
+	if b.f.extendPlainError {
+		return errors.New("flawed backend: cannot extend")
+	}
+	return b.wrap(fmt.Errorf("%w: %q", lock.ErrNotHeld, n))
+}
+
+func (b *flawed) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
+	if err := b.validate(name, owner, ttl, true); err != nil {
+		return b.wrap(err)
+	}
+	if err := b.ctxErr(ctx, false); err != nil {
+		return b.wrap(err)
+	}
+	n := b.name(name)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.live(n)
+	if l == nil && b.f.extendRecreates {
+		b.leases[n] = &flawedLease{owner: owner, token: b.last[n], granted: ttl, expires: b.now().Add(b.lifetime(ttl))}
+		return nil
+	}
+	if l == nil {
+		return b.notHeld(n)
+	}
+	if !b.sameOwner(l.owner, owner) && !b.f.extendAnyOwner {
+		if b.f.extendOtherMovesTTL {
+			l.expires = b.now().Add(b.lifetime(ttl))
+		}
+		return b.notHeld(n)
+	}
+	expires := b.now().Add(b.lifetime(ttl))
+	switch {
+	case b.f.extendAddsToOld:
+		expires = l.expires.Add(b.lifetime(ttl))
+	case b.f.extendNeverShorts && l.expires.After(expires):
+		expires = l.expires
+	}
+	l.expires, l.granted = expires, ttl
+	return nil
+}
+
+func (b *flawed) Release(ctx context.Context, name, owner string) error {
+	if !b.f.releaseNoCheck {
+		if err := b.validate(name, owner, 0, false); err != nil {
+			return b.wrap(err)
+		}
+	}
+	if err := b.ctxErr(ctx, false); err != nil {
+		return b.wrap(err)
+	}
+	n := b.name(name)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.live(n)
+	if l == nil || (!b.sameOwner(l.owner, owner) && !b.f.releaseAnyOwner && !(b.f.releaseNoCheck && owner == "")) {
+		return b.wrap(fmt.Errorf("%w: %q", lock.ErrNotHeld, n))
+	}
+	if b.f.releaseKeepsHeld {
+		return nil
+	}
+	delete(b.leases, n)
+	b.freed[n] = l
+	switch {
+	case b.f.resetOnRelease:
+		b.last[n] = 0
+	case b.f.releaseLowers && b.last[n] == l.token:
+		b.last[n]--
+	}
+	return nil
+}
+
+func (b *flawed) Inspect(ctx context.Context, name string) (lock.Info, error) {
+	if !b.f.inspectNoCheck {
+		if err := b.validName(name); err != nil {
+			return lock.Info{}, b.wrap(err)
+		}
+	}
+	if err := b.ctxErr(ctx, false); err != nil {
+		return lock.Info{}, b.wrap(err)
+	}
+	n := b.name(name)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.leases[n]
+	if !b.f.inspectNoExpiry {
+		l = b.live(n)
+	}
+	if l == nil {
+		if f := b.freed[n]; b.f.inspectFreeStale && f != nil {
+			return lock.Info{Name: name, Owner: f.owner, Token: f.token}, nil
+		}
+		return lock.Info{Name: name}, nil
+	}
+	ttl := time.Until(l.expires)
+	if b.f.inspectGrantedTTL {
+		ttl = l.granted
+	}
+	return lock.Info{Name: name, Held: true, Owner: l.owner, Token: l.token, TTL: ttl}, nil
+}
