@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
@@ -153,7 +154,9 @@ func CutInFlight(ctx context.Context, p *faultproxy.Proxy, what string, call fun
 // PastDeadline runs call with a context whose deadline is ShortDeadline
 // while the proxy delays every reply by far more. The call must return
 // within DeadlineGrace after its deadline with an error matching
-// context.DeadlineExceeded. The network is healed before PastDeadline
+// context.DeadlineExceeded, or os.ErrDeadlineExceeded when the client set
+// the context's deadline on its socket (go-redis with
+// ContextTimeoutEnabled, for one). The network is healed before PastDeadline
 // returns.
 func PastDeadline(ctx context.Context, p *faultproxy.Proxy, what string, call func(context.Context) error) (callErr, err error) {
 	p.SetLatency(faultproxy.Downstream, time.Hour)
@@ -169,8 +172,8 @@ func PastDeadline(ctx context.Context, p *faultproxy.Proxy, what string, call fu
 		return r.err, fmt.Errorf("%s with replies delayed: %w: still running %v after its context's deadline of %v (it returned %v once the delay was lifted); it must honour the context", what, ErrHang, DeadlineGrace, ShortDeadline, r.err)
 	}
 	r.cancel()
-	if !errors.Is(r.err, context.DeadlineExceeded) {
-		return r.err, fmt.Errorf("%s with replies delayed past its deadline: returned %v; want an error matching context.DeadlineExceeded", what, r.err)
+	if !errors.Is(r.err, context.DeadlineExceeded) && !errors.Is(r.err, os.ErrDeadlineExceeded) {
+		return r.err, fmt.Errorf("%s with replies delayed past its deadline: returned %v; want an error matching context.DeadlineExceeded (or os.ErrDeadlineExceeded, from a socket deadline set to the context's)", what, r.err)
 	}
 	return r.err, nil
 }
