@@ -34,3 +34,7 @@ func TestSharedBackendConformance(t *testing.T) {
 func TestStoreLinearizable(t *testing.T) {
 	fencetest.Linearizable(t, memory.NewStore(), nil)
 }
+
+func TestBackendMonotonic(t *testing.T) {
+	locktest.Monotonic(t, func(*testing.T) lock.Backend { return memory.NewBackend() })
+}

@@ -49,11 +49,14 @@ func TestConformance(t *testing.T) {
 					return postgres.NewStore(migrated(t, pool(t)), nil)
 				})
 			})
-			t.Run("Backend", func(t *testing.T) {
-				locktest.Run(t, func(t *testing.T) lock.Backend {
-					return postgres.NewBackend(migrated(t, pool(t)), nil)
-				})
+			t.Run("Linearizable", func(t *testing.T) {
+				fencetest.Linearizable(t, postgres.NewStore(migrated(t, pool(t)), nil), nil)
 			})
+			newBackend := func(t *testing.T) lock.Backend {
+				return postgres.NewBackend(migrated(t, pool(t)), nil)
+			}
+			t.Run("Backend", func(t *testing.T) { locktest.Run(t, newBackend) })
+			t.Run("Monotonic", func(t *testing.T) { locktest.Monotonic(t, newBackend) })
 		})
 	}
 }

@@ -20,11 +20,14 @@ func conformance(t *testing.T, client goredis.UniversalClient) {
 			return fenceredis.NewStore(client, &fenceredis.StoreOptions{Prefix: testkit.RedisPrefix(t, client)})
 		})
 	})
-	t.Run("Backend", func(t *testing.T) {
-		locktest.Run(t, func(t *testing.T) lock.Backend {
-			return fenceredis.NewBackend(client, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, client)})
-		})
+	t.Run("Linearizable", func(t *testing.T) {
+		fencetest.Linearizable(t, fenceredis.NewStore(client, &fenceredis.StoreOptions{Prefix: testkit.RedisPrefix(t, client)}), nil)
 	})
+	newBackend := func(t *testing.T) lock.Backend {
+		return fenceredis.NewBackend(client, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, client)})
+	}
+	t.Run("Backend", func(t *testing.T) { locktest.Run(t, newBackend) })
+	t.Run("Monotonic", func(t *testing.T) { locktest.Monotonic(t, newBackend) })
 }
 
 // TestConformanceShared runs the suites on the server from testkit: the one

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
 	"github.com/fencekit/fencekit/internal/chaos"
-	"github.com/fencekit/fencekit/internal/faultproxy"
 	"github.com/fencekit/fencekit/lock"
 )
 

@@ -3,7 +3,7 @@ package chaos
 import (
 	"time"
 
-	"github.com/fencekit/fencekit/internal/faultproxy"
+	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
 )
 
 // ProxyNetwork injects the runner's network faults through p.

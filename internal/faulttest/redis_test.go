@@ -13,7 +13,7 @@ import (
 	"github.com/fencekit/fencekit/adapters/memory"
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/internal/faultproxy"
+	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
 )

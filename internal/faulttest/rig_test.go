@@ -25,8 +25,8 @@ import (
 	"github.com/fencekit/fencekit/adapters/postgres"
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
 	"github.com/fencekit/fencekit/internal/chaos"
-	"github.com/fencekit/fencekit/internal/faultproxy"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
 )

@@ -3,7 +3,7 @@ package testkit
 import (
 	"testing"
 
-	"github.com/fencekit/fencekit/internal/faultproxy"
+	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
 )
 
 // NewProxy starts a fault-injecting proxy on a free loopback port in front of

@@ -1,17 +1,39 @@
-// Package faultproxy is a fault-injecting TCP proxy for tests and the chaos
-// run: it sits between a client and a Redis or PostgreSQL server on loopback
-// and can delay, hold or drop bytes and cut connections. It uses only the
-// standard library, so the fencelab binary can carry it.
+// Package faultproxy is a fault-injecting TCP proxy for tests: it sits
+// between a client and a server on loopback and, on command, delays or holds
+// bytes, drops a reply after the server has executed the request, cuts
+// connections and refuses new ones. It knows no protocol, so it works in
+// front of Redis, PostgreSQL or any request/response server.
+//
+// A client reaches the server through the proxy either by dialling Addr
+// instead of the server's address, or by using Dial as its dial function
+// (go-redis's Options.Dialer, pgx's ConnConfig.DialFunc), which leaves the
+// client's configuration pointing at the real server.
+//
+// The package uses only the standard library. The fault kits
+// fencetest.RunFaults and locktest.RunFaults are built on it.
 package faultproxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
+
+// DialFunc is the dial function of go-redis (Options.Dialer), pgx
+// (pgconn.DialFunc) and net.Dialer.DialContext. It is an alias, so a
+// DialFunc can be assigned to any of them without a conversion.
+type DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// ErrWrongTarget means Dial was asked for an address that the proxy does not
+// front. A client that dials several servers (a cluster client) needs one
+// proxy per server.
+var ErrWrongTarget = errors.New("faultproxy: dial to an address the proxy does not front")
 
 // Direction names one half of a proxied connection.
 type Direction int
@@ -31,8 +53,7 @@ func (d Direction) String() string {
 	return "downstream"
 }
 
-// Proxy is a fault-injecting TCP proxy for tests: it listens on a free
-// loopback port and forwards every connection to a target, byte for byte,
+// Proxy is a fault-injecting TCP proxy: it listens on a free loopback port and forwards every connection to a target, byte for byte,
 // until told to misbehave. Per direction it can add latency or hold
 // (black-hole) the bytes; it can drop the reply to the next request after the
 // server has executed it and then cut that connection (an ambiguous outcome,
@@ -44,8 +65,7 @@ func (d Direction) String() string {
 // request/response protocols without pipelining (RESP, and PostgreSQL's
 // extended query protocol once statements are prepared).
 //
-// All methods are safe for concurrent use. Tests get one with
-// testkit.NewProxy, which closes it when the test ends.
+// All methods are safe for concurrent use.
 type Proxy struct {
 	target string
 	ln     net.Listener
@@ -63,6 +83,7 @@ type Proxy struct {
 	refused  int
 	cut      int
 	dropped  int
+	bytes    [2]atomic.Int64 // bytes read, per direction
 }
 
 // Stats counts what a Proxy did.
@@ -72,6 +93,11 @@ type Stats struct {
 	Cut      int // connections cut by CutAll or after a dropped reply
 	Dropped  int // replies dropped by DropNextReply
 	Open     int // connections open now
+	// UpBytes and DownBytes count the bytes read from clients (requests)
+	// and from the server (replies), whether or not they were delivered:
+	// UpBytes going up while Upstream is held shows that a request is on
+	// its way and has not reached the server.
+	UpBytes, DownBytes int64
 }
 
 // Start starts a Proxy on 127.0.0.1 and a free port in front of target
@@ -95,6 +121,19 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // Target is the host:port the proxy forwards to.
 func (p *Proxy) Target() string { return p.target }
+
+// Dial connects to the proxy, and through it to its target, with the
+// signature of a client library's dial hook (see DialFunc). addr must be
+// Target (a client configured for the real server) or Addr; network must be
+// TCP. Anything else is refused with an error matching ErrWrongTarget, so
+// that a client never reaches the wrong server silently.
+func (p *Proxy) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if !strings.HasPrefix(network, "tcp") || (addr != p.target && addr != p.Addr()) {
+		return nil, fmt.Errorf("%w: %s %q; the proxy at %s fronts tcp %q", ErrWrongTarget, network, addr, p.Addr(), p.target)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", p.Addr())
+}
 
 // Close stops accepting, cuts every connection and waits for the proxy's
 // goroutines to end. Closing twice is harmless.
@@ -214,7 +253,10 @@ func (p *Proxy) Heal() {
 func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return Stats{Accepted: p.accepted, Refused: p.refused, Cut: p.cut, Dropped: p.dropped, Open: len(p.conns)}
+	return Stats{
+		Accepted: p.accepted, Refused: p.refused, Cut: p.cut, Dropped: p.dropped, Open: len(p.conns),
+		UpBytes: p.bytes[Upstream].Load(), DownBytes: p.bytes[Downstream].Load(),
+	}
 }
 
 // update applies f under the lock and wakes every writer waiting on a
@@ -344,6 +386,7 @@ func (c *proxyConn) pump(dir Direction, src, dst net.Conn) {
 			buf := make([]byte, 32<<10)
 			n, err := src.Read(buf)
 			if n > 0 {
+				c.p.bytes[dir].Add(int64(n))
 				select {
 				case queue <- chunk{data: buf[:n], at: time.Now()}:
 				case <-c.done:

@@ -2,6 +2,7 @@ package faultproxy
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -321,4 +322,45 @@ func newProxy(t *testing.T, target string) *Proxy {
 	}
 	t.Cleanup(func() { _ = p.Close() })
 	return p
+}
+
+func TestProxyDial(t *testing.T) {
+	srv := newProxyLineServer(t)
+	p := newProxy(t, srv.addr())
+	ctx := context.Background()
+	for _, addr := range []string{srv.addr(), p.Addr()} {
+		conn, err := p.Dial(ctx, "tcp", addr)
+		if err != nil {
+			t.Fatalf("Dial(%q): %v", addr, err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		proxyMustCall(t, &proxyLineClient{t: t, c: conn, rd: bufio.NewReader(conn)}, "via-dial")
+	}
+	if st := p.Stats(); st.Accepted != 2 {
+		t.Fatalf("stats %+v: the dials did not go through the proxy", st)
+	}
+	for _, bad := range [][2]string{{"tcp", "127.0.0.1:1"}, {"unix", srv.addr()}} {
+		if conn, err := p.Dial(ctx, bad[0], bad[1]); !errors.Is(err, ErrWrongTarget) {
+			if conn != nil {
+				_ = conn.Close()
+			}
+			t.Fatalf("Dial(%q, %q): %v; want an error matching ErrWrongTarget", bad[0], bad[1], err)
+		}
+	}
+}
+
+func TestProxyCountsBytesEvenWhenHeld(t *testing.T) {
+	srv := newProxyLineServer(t)
+	p := newProxy(t, srv.addr())
+	c := proxyDial(t, p.Addr())
+	proxyMustCall(t, c, "warm") // 5 bytes up, 8 down
+	if st := p.Stats(); st.UpBytes != 5 || st.DownBytes != 8 {
+		t.Fatalf("stats %+v, want 5 bytes up and 8 down", st)
+	}
+	p.Hold(Upstream)
+	go func() { _, _ = c.call("held", 10*time.Second) }()
+	proxyWaitFor(t, "the held request to be counted", func() bool { return p.Stats().UpBytes == 10 })
+	if n := srv.executed.Load(); n != 1 {
+		t.Fatalf("the server executed %d requests, want 1: a held request was delivered", n)
+	}
 }
