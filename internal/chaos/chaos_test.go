@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencekit/fencekit/adapters/memory"
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/models"
 )
 
 // seqHistory builds a sequential history of n fenced read-modify-writes on
@@ -60,44 +61,30 @@ func TestRegisterModelRefusesAStaleWriteThatLanded(t *testing.T) {
 	}
 }
 
-func TestRegisterModelOutcomes(t *testing.T) {
-	m := registerModel(regState{Value: 5, Fence: 7})
+func TestRegisterOpsMapOntoTheSharedModel(t *testing.T) {
+	m := models.Register(models.RegisterState{Write: 5, Fence: 7})
 	cases := []struct {
 		name string
-		in   regIn
-		out  regOut
+		op   Op
 		ok   bool
 	}{
-		{"put at the fence is accepted", regIn{Put, 7, 6}, regOut{Outcome: OK}, true},
-		{"put above the fence is accepted", regIn{Put, 9, 6}, regOut{Outcome: OK}, true},
-		{"put below the fence accepted is illegal", regIn{Put, 6, 6}, regOut{Outcome: OK}, false},
-		{"put below the fence refused", regIn{Put, 6, 6}, regOut{Outcome: Stale}, true},
-		{"put at the fence refused is illegal", regIn{Put, 7, 6}, regOut{Outcome: Stale}, false},
-		{"unknown put, allowed", regIn{Put, 8, 6}, regOut{Outcome: Unknown}, true},
-		{"unknown put, stale", regIn{Put, 1, 6}, regOut{Outcome: Unknown}, true},
-		{"advance below the fence accepted is illegal", regIn{Advance, 3, 0}, regOut{Outcome: OK}, false},
-		{"get of the state", regIn{Kind: Get}, regOut{Outcome: OK, Value: 5, Fence: 7, FenceOK: true}, true},
-		{"get of another value", regIn{Kind: Get}, regOut{Outcome: OK, Value: 4, Fence: 7, FenceOK: true}, false},
-		{"get of another fence", regIn{Kind: Get}, regOut{Outcome: OK, Value: 5, Fence: 6, FenceOK: true}, false},
-		{"get, fence not checked", regIn{Kind: Get}, regOut{Outcome: OK, Value: 5, Fence: 1}, true},
+		{"put at the fence is accepted", Op{Kind: Put, Token: 7, ID: 6, Outcome: OK}, true},
+		{"put below the fence accepted is illegal", Op{Kind: Put, Token: 6, ID: 6, Outcome: OK}, false},
+		{"put below the fence refused", Op{Kind: Put, Token: 6, ID: 6, Outcome: Stale}, true},
+		{"put at the fence refused is illegal", Op{Kind: Put, Token: 7, ID: 6, Outcome: Stale}, false},
+		{"unknown put, stale", Op{Kind: Put, Token: 1, ID: 6, Outcome: Unknown}, true},
+		{"advance below the fence accepted is illegal", Op{Kind: Advance, Token: 3, Outcome: OK}, false},
+		{"get of the write held", Op{Kind: Get, Value: 5, ID: 5, Fence: 7, FenceOK: true, Outcome: OK}, true},
+		// The same counter value written by another write is another write.
+		{"get of another write with the same value", Op{Kind: Get, Value: 5, ID: 4, Fence: 7, FenceOK: true, Outcome: OK}, false},
+		{"get of another fence", Op{Kind: Get, Value: 5, ID: 5, Fence: 6, FenceOK: true, Outcome: OK}, false},
+		{"get that found nothing", Op{Kind: Get, Fence: 7, FenceOK: true, Outcome: OK}, false},
+		{"get, fence not checked", Op{Kind: Get, Value: 5, ID: 5, Fence: 1, Outcome: OK}, true},
 	}
 	for _, c := range cases {
-		ok, _ := m.Step(m.Init(), c.in, c.out)
-		if ok != c.ok {
+		o := registerOp(c.op)
+		if ok, _ := m.Step(m.Init(), o.Input, o.Output); ok != c.ok {
 			t.Errorf("%s: step %v, want %v", c.name, ok, c.ok)
-		}
-	}
-	// An unknown put may or may not have happened: both reads after it are
-	// legal.
-	s := m.Init()
-	_, s = m.Step(s, regIn{Put, 8, 6}, regOut{Outcome: Unknown})
-	for _, v := range []int64{5, 6} {
-		fenceAfter := int64(7)
-		if v == 6 {
-			fenceAfter = 8
-		}
-		if ok, _ := m.Step(s, regIn{Kind: Get}, regOut{Outcome: OK, Value: v, Fence: fenceAfter, FenceOK: true}); !ok {
-			t.Errorf("read of %d after an unknown put refused", v)
 		}
 	}
 }

@@ -32,86 +32,6 @@ func (v Verdict) String() string {
 	return "undecided (checker timed out)"
 }
 
-// regState is the fenced register of one key: its counter and its fence.
-type regState struct {
-	Value int64
-	Fence int64
-}
-
-// regIn is an operation on the fenced register.
-type regIn struct {
-	Kind  Kind
-	Token int64
-	Value int64
-}
-
-// regOut is what the operation returned.
-type regOut struct {
-	Outcome Outcome
-	Value   int64
-	Fence   int64
-	FenceOK bool
-}
-
-// registerModel is the fenced register: Put and Advance are accepted iff
-// their token is at least the fence, which then becomes the token; a refused
-// write changes nothing; a Get returns the value and the fence. A write with
-// an unknown outcome may or may not have happened. init is the state the
-// history starts from.
-func registerModel(init regState) porcupine.Model {
-	nm := porcupine.NondeterministicModel{
-		Init: func() []any { return []any{init} },
-		Step: func(state, input, output any) []any {
-			s, in, out := state.(regState), input.(regIn), output.(regOut)
-			switch in.Kind {
-			case Get:
-				if out.Value != s.Value || (out.FenceOK && out.Fence != s.Fence) {
-					return nil
-				}
-				return []any{s}
-			case Put, Advance:
-				next := regState{Value: s.Value, Fence: in.Token}
-				if in.Kind == Put {
-					next.Value = in.Value
-				}
-				allowed := in.Token >= s.Fence
-				switch out.Outcome {
-				case OK:
-					if allowed {
-						return []any{next}
-					}
-				case Stale:
-					if !allowed {
-						return []any{s}
-					}
-				case Unknown:
-					if allowed {
-						return []any{s, next}
-					}
-					return []any{s}
-				}
-			}
-			return nil
-		},
-		Hash: func(state any) uint64 {
-			s := state.(regState)
-			return uint64(s.Value)*0x9e3779b97f4a7c15 ^ uint64(s.Fence)
-		},
-		DescribeOperation: func(input, output any) string {
-			in, out := input.(regIn), output.(regOut)
-			if in.Kind == Get {
-				return fmt.Sprintf("get -> %d (fence %d)", out.Value, out.Fence)
-			}
-			return fmt.Sprintf("%s(token %d, %d) -> %s", in.Kind, in.Token, in.Value, out.Outcome)
-		},
-		DescribeState: func(state any) string {
-			s := state.(regState)
-			return fmt.Sprintf("value %d, fence %d", s.Value, s.Fence)
-		},
-	}
-	return nm.ToModel()
-}
-
 // segment is a piece of one key's (or lock's) history that can be checked on
 // its own: every operation before it returned before its first call, and
 // the state it starts from is known exactly.
@@ -152,15 +72,45 @@ func split[S any](ops []Op, init S, after func(Op) (S, bool)) []segment[S] {
 }
 
 // registerAfter is the register's state after o, when o fixes it: a Get that
-// saw the fence, or an accepted Put.
-func registerAfter(o Op) (regState, bool) {
+// saw the fence, or an accepted Put. Writes are identified by their id, so
+// that two writers who wrote the same counter value are told apart.
+func registerAfter(o Op) (models.RegisterState, bool) {
 	switch {
 	case o.Kind == Get && o.FenceOK:
-		return regState{Value: o.Value, Fence: o.Fence}, true
+		return models.RegisterState{Write: o.ID, Fence: o.Fence}, true
 	case o.Kind == Put && o.Outcome == OK:
-		return regState{Value: o.Value, Fence: o.Token}, true
+		return models.RegisterState{Write: o.ID, Fence: o.Token}, true
 	}
-	return regState{}, false
+	return models.RegisterState{}, false
+}
+
+// registerOp turns o into an operation on the fenced register of
+// internal/models, the model fencetest.Linearizable checks stores against.
+func registerOp(o Op) porcupine.Operation {
+	in := models.RegisterInput{Token: o.Token}
+	out := models.RegisterOutput{Fence: o.Fence, FenceKnown: o.FenceOK}
+	switch o.Kind {
+	case Get:
+		in.Kind, out.Outcome, out.Write = models.Get, models.OK, o.ID
+		if o.ID == 0 {
+			out.Outcome = models.NotFound
+		}
+	case Put:
+		in.Kind, in.Write = models.Put, o.ID
+	case Advance:
+		in.Kind = models.Advance
+	}
+	if o.Kind != Get {
+		switch o.Outcome {
+		case OK:
+			out.Outcome = models.OK
+		case Stale:
+			out.Outcome = models.Stale
+		default:
+			out.Outcome = models.Unknown
+		}
+	}
+	return porcupine.Operation{ClientId: o.Worker, Input: in, Output: out, Call: o.Call, Return: o.Return}
 }
 
 // checkSegments runs porcupine on every segment of every group, each with
@@ -231,20 +181,11 @@ func describeFailure(model porcupine.Model, hist []porcupine.Operation, ops []Op
 // checkRegister checks every key's reads and writes against the fenced
 // register.
 func checkRegister(byKey [][]Op, limit time.Duration) Verdict {
-	groups := make([][]segment[regState], 0, len(byKey))
+	groups := make([][]segment[models.RegisterState], 0, len(byKey))
 	for _, ops := range byKey {
-		groups = append(groups, split(ops, regState{}, registerAfter))
+		groups = append(groups, split(ops, models.RegisterState{}, registerAfter))
 	}
-	toOp := func(o Op) porcupine.Operation {
-		return porcupine.Operation{
-			ClientId: o.Worker,
-			Input:    regIn{Kind: o.Kind, Token: o.Token, Value: o.Value},
-			Output:   regOut{Outcome: o.Outcome, Value: o.Value, Fence: o.Fence, FenceOK: o.FenceOK},
-			Call:     o.Call,
-			Return:   o.Return,
-		}
-	}
-	return checkSegments(groups, registerModel, toOp, limit)
+	return checkSegments(groups, models.Register, registerOp, limit)
 }
 
 // checkTokens checks every lock's acquisitions against the token model
