@@ -14,7 +14,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"testing"
 	"time"
 
 	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
@@ -176,4 +178,31 @@ func PastDeadline(ctx context.Context, p *faultproxy.Proxy, what string, call fu
 		return r.err, fmt.Errorf("%s with replies delayed past its deadline: returned %v; want an error matching context.DeadlineExceeded (or os.ErrDeadlineExceeded, from a socket deadline set to the context's)", what, r.err)
 	}
 	return r.err, nil
+}
+
+// RunEach runs check as a subtest of t for every name in names, each with a
+// fresh faultproxy.Proxy in front of addr. newEnv builds the check's
+// environment from the proxy's Dial (for the implementation under test) and
+// a plain dialer (for a second one on the same data); run performs the
+// check under timeout. fencetest.RunFaults and locktest.RunFaults share it.
+func RunEach[E any](t *testing.T, addr string, timeout time.Duration, names []string,
+	newEnv func(t *testing.T, p *faultproxy.Proxy, plain faultproxy.DialFunc) E,
+	run func(ctx context.Context, i int, env E) error) {
+	t.Helper()
+	for i, name := range names {
+		t.Run(name, func(t *testing.T) {
+			p, err := faultproxy.Start(addr)
+			if err != nil {
+				t.Fatalf("fault proxy in front of %s: %v", addr, err)
+			}
+			t.Cleanup(func() { _ = p.Close() })
+			var d net.Dialer
+			env := newEnv(t, p, d.DialContext)
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			if err := run(ctx, i, env); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }

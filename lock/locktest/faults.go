@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -63,22 +62,16 @@ const FaultTimeout = 60 * time.Second
 // context.DeadlineExceeded at about that deadline, and nothing is lost.
 func RunFaults(t *testing.T, addr string, newBackend NewNetBackend) {
 	t.Helper()
-	for _, c := range FaultChecks() {
-		t.Run(c.Name, func(t *testing.T) {
-			p, err := faultproxy.Start(addr)
-			if err != nil {
-				t.Fatalf("fault proxy in front of %s: %v", addr, err)
-			}
-			t.Cleanup(func() { _ = p.Close() })
-			var d net.Dialer
-			env := FaultEnv{Backend: newBackend(t, p.Dial), Proxy: p, Other: newBackend(t, d.DialContext), NS: Namespace()}
-			ctx, cancel := context.WithTimeout(context.Background(), FaultTimeout)
-			defer cancel()
-			if err := c.Run(ctx, env); err != nil {
-				t.Fatal(err)
-			}
-		})
+	checks := FaultChecks()
+	names := make([]string, len(checks))
+	for i, c := range checks {
+		names[i] = c.Name
 	}
+	faultkit.RunEach(t, addr, FaultTimeout, names,
+		func(t *testing.T, p *faultproxy.Proxy, plain faultproxy.DialFunc) FaultEnv {
+			return FaultEnv{Backend: newBackend(t, p.Dial), Proxy: p, Other: newBackend(t, plain), NS: Namespace()}
+		},
+		func(ctx context.Context, i int, env FaultEnv) error { return checks[i].Run(ctx, env) })
 }
 
 // FaultChecks returns every check of the fault kit, in the order RunFaults
