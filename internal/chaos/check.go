@@ -101,14 +101,7 @@ func registerOp(o Op) porcupine.Operation {
 		in.Kind = models.Advance
 	}
 	if o.Kind != Get {
-		switch o.Outcome {
-		case OK:
-			out.Outcome = models.OK
-		case Stale:
-			out.Outcome = models.Stale
-		default:
-			out.Outcome = models.Unknown
-		}
+		out.Outcome = o.Outcome
 	}
 	return porcupine.Operation{ClientId: o.Worker, Input: in, Output: out, Call: o.Call, Return: o.Return}
 }

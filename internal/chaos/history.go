@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/fencekit/fencekit/internal/models"
 )
 
 // Kind is what an operation in a history did.
@@ -32,28 +34,16 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-// Outcome is how an operation ended, as its caller saw it.
-type Outcome uint8
+// Outcome is how an operation ended, as its caller saw it: the outcomes of
+// the shared models. A Get records OK, with ID 0 when it found no value.
+type Outcome = models.Outcome
 
-// The outcomes.
+// The outcomes a history records.
 const (
-	OK      Outcome = iota + 1
-	Stale           // refused with fence.ErrStale: nothing changed
-	Unknown         // failed otherwise (timeout, cut connection): it may or may not have taken effect
+	OK      = models.OK
+	Stale   = models.Stale   // refused with fence.ErrStale: nothing changed
+	Unknown = models.Unknown // failed otherwise (timeout, cut connection): it may or may not have taken effect
 )
-
-// String names the outcome.
-func (o Outcome) String() string {
-	switch o {
-	case OK:
-		return "ok"
-	case Stale:
-		return "stale"
-	case Unknown:
-		return "unknown"
-	}
-	return fmt.Sprintf("Outcome(%d)", uint8(o))
-}
 
 // Op is one operation of a history, with its invocation and response times
 // in nanoseconds since the run started. An operation with an Unknown outcome
