@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"sync"
 	"time"
 
 	"github.com/fencekit/fencekit/adapters/memory"
@@ -105,4 +107,105 @@ func ExampleOptions_observer() {
 	// Output:
 	// retrying 1 true
 	// true
+}
+
+// A periodic job that several instances schedule, run at most once per
+// period: the lock keeps two runs from overlapping, and a fenced record of
+// the last period done keeps an instance that gets the lock after another
+// has finished from running the period again. Read it after Advance, so
+// that a stalled earlier holder cannot write it afterwards.
+func ExampleClient_Do_periodicJob() {
+	ctx := context.Background()
+	locks := lock.New(memory.NewBackend(), nil)
+	store := memory.NewStore()
+
+	runDue := func(instance, period string) error {
+		return locks.Do(ctx, "nightly-report", time.Minute, func(ctx context.Context, lease *lock.Lease) error {
+			w := lease.Fenced(store)
+			if err := w.Advance(ctx, "nightly-report/last"); err != nil {
+				return err
+			}
+			last, err := w.Get(ctx, "nightly-report/last")
+			if err != nil && !errors.Is(err, fence.ErrNotFound) {
+				return err
+			}
+			if string(last.Value) == period {
+				fmt.Println(instance, "skips", period, "(done already)")
+				return nil
+			}
+			fmt.Println(instance, "runs", period) // ... the job's fenced writes ...
+			return w.Put(ctx, "nightly-report/last", []byte(period))
+		})
+	}
+	_ = runDue("A", "2026-12-01")
+	_ = runDue("B", "2026-12-01") // B's timer fired a little later
+	_ = runDue("B", "2026-12-02")
+	// Output:
+	// A runs 2026-12-01
+	// B skips 2026-12-01 (done already)
+	// B runs 2026-12-02
+}
+
+// A leader-style singleton: every candidate loops on Do, and the one that
+// holds the lock leads until its lease is lost (its context is cancelled
+// with ErrLost) or the process stops. A new leader always has a higher
+// token, so fenced writes of a deposed leader are refused.
+func ExampleClient_Do_leader() {
+	ctx, cancel := context.WithCancel(context.Background())
+	backend := memory.NewBackend()
+	locks := lock.New(backend, nil)
+
+	leaders := make(chan fence.Token)
+	var wg sync.WaitGroup
+	campaign := func() {
+		defer wg.Done()
+		for ctx.Err() == nil { // stand again after losing the lease
+			_ = locks.Do(ctx, "leader", 2*time.Second, func(ctx context.Context, lease *lock.Lease) error {
+				select {
+				case leaders <- lease.Token():
+				case <-ctx.Done():
+				}
+				<-ctx.Done() // lead: do the work here, writing through lease.Fenced
+				return context.Cause(ctx)
+			})
+		}
+	}
+	wg.Add(2)
+	go campaign()
+	first := <-leaders
+	go campaign()
+	backend.Expire("leader") // the leader's lease ends, as after a pause or a partition
+	second := <-leaders
+	fmt.Println("new leader, higher token:", second > first)
+	cancel()
+	wg.Wait()
+	// Output: new leader, higher token: true
+}
+
+// Per-entity locks (one per invoice) let unrelated entities proceed in
+// parallel. Sharded locks bound the number of locks: each entity maps to one
+// of a fixed number of lock names, and its writes still go to its own key.
+// Tokens are comparable only within one lock name, so an entity must always
+// map to the same shard: changing the shard count while holders may be live
+// breaks fencing for the entities that move.
+func ExampleLease_Fenced_sharded() {
+	ctx := context.Background()
+	locks := lock.New(memory.NewBackend(), nil)
+	store := memory.NewStore()
+
+	const shards = 16 // fixed for the life of the data
+	shardOf := func(entity string) string {
+		h := fnv.New32a()
+		h.Write([]byte(entity))
+		return fmt.Sprintf("invoices/shard-%02d", h.Sum32()%shards)
+	}
+	for _, id := range []string{"invoice/1", "invoice/2"} {
+		err := locks.Do(ctx, shardOf(id), time.Minute, func(ctx context.Context, lease *lock.Lease) error {
+			return lease.Fenced(store).Put(ctx, id, []byte("sent")) // the entity's own key
+		})
+		fmt.Println(id, "under", shardOf(id)+":", err)
+	}
+	// Output:
+	// invoice/1 under invoices/shard-04: <nil>
+	// invoice/2 under invoices/shard-13: <nil>
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/exampletest"
+	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -95,4 +98,23 @@ func ExampleNewBackend_cluster() {
 	if errors.Is(err, fenceredis.ErrReplication) {
 		fmt.Println("the lock was not replicated in time; nothing is held")
 	}
+}
+
+// TestExamplesTwice runs every example twice in one process and checks both
+// runs' output against the Output comments: the examples clean up after
+// themselves, as `go test -count=2` needs. Without a server for the examples
+// it takes one from testkit.
+func TestExamplesTwice(t *testing.T) {
+	if exampleOpts == nil {
+		opts, err := goredis.ParseURL(testkit.RedisURL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		exampleOpts = opts
+		t.Cleanup(func() { exampleOpts = nil })
+	}
+	exampletest.RunTwice(t, map[string]func(){
+		"Example":                 Example,
+		"ExampleBackend_LeaseKey": ExampleBackend_LeaseKey,
+	})
 }
