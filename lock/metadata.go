@@ -24,8 +24,10 @@ type metadataKey struct{}
 // The metadata travels in the context, not as an argument of
 // Backend.Acquire, so that the Backend interface stays as it was and a
 // backend that keeps no metadata compiles and works unchanged (its Inspect
-// reports ""). A Client attaches Options.Metadata this way; backend authors
-// read it with MetadataFromContext, or with ValidateAcquire.
+// reports ""). A Client attaches Options.Metadata this way; with
+// Options.Metadata empty, metadata already in the caller's context reaches
+// the backend as it is. Backend authors read it with MetadataFromContext,
+// or with ValidateAcquire.
 func ContextWithMetadata(ctx context.Context, md string) context.Context {
 	return context.WithValue(ctx, metadataKey{}, md)
 }
