@@ -31,6 +31,13 @@ import (
 //     holder untouched. Releasing must not lower the next token.
 //   - Inspect(name): the holder, its token and the remaining TTL; Held is
 //     false when the lock is free.
+//   - Holder metadata (optional): a backend that stores it takes it from
+//     Acquire's context (MetadataFromContext; ValidateAcquire refuses bad
+//     metadata with ErrInvalid), replaces it on every Acquire that takes or
+//     renews the lease, same owner included, keeps it on Extend, drops it on
+//     Release and expiry, and reports it in Info.Metadata.
+//     locktest.RunMetadata checks this. A backend that stores none reports
+//     "" and meets the rest of the contract unchanged.
 //   - Bad input (an empty or malformed name or owner, ttl below MinTTL)
 //     must be refused with an error matching ErrInvalid before anything is
 //     sent; ValidateArgs and ValidateName check it.
@@ -67,6 +74,11 @@ type Info struct {
 	Owner string        // the holder's owner value; empty when free
 	Token fence.Token   // the holder's token; 0 when free
 	TTL   time.Duration // the holder's remaining time to live; 0 when free
+	// Metadata is what the holder's Client attached (Options.Metadata,
+	// ContextWithMetadata) when it acquired the lease: which process holds
+	// the lock. "" when free, when none was attached, or when the backend
+	// keeps no metadata.
+	Metadata string
 }
 
 // MinTTL is the shortest lease a Backend accepts. Shorter TTLs are refused

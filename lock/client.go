@@ -135,8 +135,12 @@ func (c *Client) usable() error {
 
 // attempt makes one acquire request and wraps its result in a Lease.
 func (c *Client) attempt(ctx context.Context, name, owner string, ttl time.Duration, keepAlive bool) (*Lease, error) {
+	mdctx, err := c.metadataContext(ctx)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now() // before the request: the lease cannot have started earlier
-	token, err := c.backend.Acquire(ctx, name, owner, ttl)
+	token, err := c.backend.Acquire(mdctx, name, owner, ttl)
 	if err != nil {
 		return nil, err
 	}

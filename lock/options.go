@@ -36,6 +36,16 @@ type Options struct {
 	// is refused with ErrInvalid, as is an interval outside (0, 1).
 	KeepAliveInterval float64
 
+	// Metadata, when set, is stored with every lease the Client acquires and
+	// reported by Backend.Inspect as Info.Metadata, so that an operator can
+	// tell which process holds a lock: an instance name, or
+	// DefaultMetadata() for "host=<hostname> pid=<pid>". It must be UTF-8
+	// without NUL, at most MaxMetadataLen bytes; otherwise Acquire,
+	// TryAcquire and Do refuse with ErrInvalid and send nothing. It reaches
+	// the Backend through the context (see ContextWithMetadata); a backend
+	// that keeps no metadata ignores it.
+	Metadata string
+
 	// Observer, when set, is called for every event: those of a lease
 	// (acquired, extended, renewal failed, released, lost, stale) and each
 	// acquire attempt that failed and will be retried.

@@ -23,9 +23,10 @@ type Backend struct {
 }
 
 type lease struct {
-	owner   string
-	token   fence.Token
-	expires time.Time
+	owner    string
+	token    fence.Token
+	expires  time.Time
+	metadata string // the holder metadata from Acquire's context
 }
 
 // NewBackend returns an empty Backend on the real clock.
@@ -44,9 +45,12 @@ func (b *Backend) live(name string, now time.Time) (lease, bool) {
 }
 
 // Acquire takes name for owner for ttl, minting a new token, or extends it
-// with the same token when owner already holds it.
+// with the same token when owner already holds it. Either way the lease
+// keeps the holder metadata that ctx carries (lock.ContextWithMetadata),
+// replacing what a same-owner Acquire stored before.
 func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
+	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
+	if err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -60,12 +64,13 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 			return 0, &lock.HeldError{Name: name, TTL: l.expires.Sub(now)}
 		}
 		l.expires = now.Add(ttl)
+		l.metadata = md
 		b.leases[name] = l
 		return l.token, nil
 	}
 	token := b.last[name] + 1
 	b.last[name] = token
-	b.leases[name] = lease{owner: owner, token: token, expires: now.Add(ttl)}
+	b.leases[name] = lease{owner: owner, token: token, expires: now.Add(ttl), metadata: md}
 	return token, nil
 }
 
@@ -107,7 +112,7 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 	return nil
 }
 
-// Inspect reports the holder of name, its token and remaining TTL.
+// Inspect reports the holder of name, its token, remaining TTL and metadata.
 func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
 	if err := fence.ValidateKey(name); err != nil {
 		return lock.Info{}, fmt.Errorf("lock name: %w", err)
@@ -122,7 +127,7 @@ func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
 	if !ok {
 		return lock.Info{Name: name}, nil
 	}
-	return lock.Info{Name: name, Held: true, Owner: l.owner, Token: l.token, TTL: l.expires.Sub(now)}, nil
+	return lock.Info{Name: name, Held: true, Owner: l.owner, Token: l.token, TTL: l.expires.Sub(now), Metadata: l.metadata}, nil
 }
 
 // Expire ends the lease on name at once, as if its TTL had run out. The next

@@ -38,3 +38,7 @@ func TestStoreLinearizable(t *testing.T) {
 func TestBackendMonotonic(t *testing.T) {
 	locktest.Monotonic(t, func(*testing.T) lock.Backend { return memory.NewBackend() })
 }
+
+func TestBackendMetadata(t *testing.T) {
+	locktest.RunMetadata(t, func(*testing.T) lock.Backend { return memory.NewBackend() })
+}

@@ -14,7 +14,8 @@ import (
 )
 
 // Backend is a lock.Backend on a PostgreSQL lease table with one row per
-// lock name: (name, owner, token, expires_at). Use it through lock.New.
+// lock name: (name, owner, token, expires_at, metadata). Use it through
+// lock.New.
 //
 // Expiry is decided by the database clock alone, so clients need no
 // synchronised clocks. The token lives in the row and is raised by the same
@@ -67,18 +68,22 @@ func NewBackend(pool Pool, opts *Options) *Backend {
 		// instant for the whole statement, fresh for each statement even
 		// inside a long transaction.
 		//
+		// The holder metadata ($4, NULL for none) is the acquiring call's,
+		// also for the same owner's re-acquire.
+		//
 		// When the upsert takes nothing, the same statement reports the
 		// holder's remaining TTL (from the statement's snapshot), so a
 		// refused attempt costs one round trip too. No row at all means
 		// the snapshot did not see the row the upsert conflicted with.
 		acquire: fmt.Sprintf(`WITH taken AS (
-    INSERT INTO %[1]s AS l (name, owner, token, expires_at)
-    VALUES ($1, $2, 1, statement_timestamp() + $3::interval)
+    INSERT INTO %[1]s AS l (name, owner, token, expires_at, metadata)
+    VALUES ($1, $2, 1, statement_timestamp() + $3::interval, NULLIF($4::text, ''))
     ON CONFLICT (name) DO UPDATE SET
         owner = EXCLUDED.owner,
         token = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > statement_timestamp()
                      THEN l.token ELSE l.token + 1 END,
-        expires_at = EXCLUDED.expires_at
+        expires_at = EXCLUDED.expires_at,
+        metadata = EXCLUDED.metadata
     WHERE l.owner IS NULL OR l.expires_at <= statement_timestamp() OR l.owner = EXCLUDED.owner
     RETURNING l.token
 )
@@ -90,9 +95,9 @@ WHERE h.name = $1 AND h.owner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM taken)`,
 		extend: fmt.Sprintf(`UPDATE %s SET expires_at = statement_timestamp() + $3::interval
 WHERE name = $1 AND owner = $2 AND expires_at > statement_timestamp()`, table),
 		// The token stays: the next holder gets token+1.
-		release: fmt.Sprintf(`UPDATE %s SET owner = NULL, expires_at = NULL
+		release: fmt.Sprintf(`UPDATE %s SET owner = NULL, expires_at = NULL, metadata = NULL
 WHERE name = $1 AND owner = $2 AND expires_at > statement_timestamp()`, table),
-		lookup: fmt.Sprintf(`SELECT owner, token, expires_at, clock_timestamp() FROM %s WHERE name = $1`, table),
+		lookup: fmt.Sprintf(`SELECT owner, token, expires_at, clock_timestamp(), metadata FROM %s WHERE name = $1`, table),
 	}
 }
 
@@ -105,8 +110,14 @@ func interval(ttl time.Duration) pgtype.Interval {
 // token issued for name before; or, when owner already holds it, extends the
 // lease to ttl and returns the same token. When another owner holds it, the
 // error is a *lock.HeldError with the remaining TTL.
+//
+// The holder metadata that ctx carries (lock.ContextWithMetadata) goes to
+// the row's metadata column as a parameter, replacing what a same-owner
+// Acquire stored before; Extend keeps it, Release sets it to NULL. The
+// table needs that column: run Migrate after upgrading.
 func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
+	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
+	if err != nil {
 		return 0, err
 	}
 	if b.err != nil {
@@ -117,7 +128,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	}
 	for attempt := 1; ; attempt++ {
 		var token, heldMicros *int64
-		err := b.db.QueryRow(ctx, b.acquire, name, owner, interval(ttl)).Scan(&token, &heldMicros)
+		err := b.db.QueryRow(ctx, b.acquire, name, owner, interval(ttl), md).Scan(&token, &heldMicros)
 		switch {
 		case err == nil && token != nil:
 			return fence.Token(*token), nil
@@ -178,9 +189,9 @@ func (b *Backend) update(ctx context.Context, op, query string, args ...any) err
 	return nil
 }
 
-// Inspect reports the holder of name, its token and remaining TTL as the
-// database clock sees them. A free lock reports Held false and zero Owner,
-// Token and TTL.
+// Inspect reports the holder of name, its token, remaining TTL (as the
+// database clock sees it) and metadata. A free lock reports Held false and
+// zero Owner, Token, TTL and Metadata.
 func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
 	if name == "" {
 		return lock.Info{}, fence.Invalid("empty lock name")
@@ -199,12 +210,12 @@ func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
 
 func (b *Backend) inspect(ctx context.Context, name string) (lock.Info, error) {
 	var (
-		owner   *string
-		token   int64
-		expires *time.Time
-		now     time.Time
+		owner, md *string
+		token     int64
+		expires   *time.Time
+		now       time.Time
 	)
-	err := b.db.QueryRow(ctx, b.lookup, name).Scan(&owner, &token, &expires, &now)
+	err := b.db.QueryRow(ctx, b.lookup, name).Scan(&owner, &token, &expires, &now, &md)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return lock.Info{Name: name}, nil
@@ -214,5 +225,9 @@ func (b *Backend) inspect(ctx context.Context, name string) (lock.Info, error) {
 	if owner == nil || expires == nil || !expires.After(now) {
 		return lock.Info{Name: name}, nil
 	}
-	return lock.Info{Name: name, Held: true, Owner: *owner, Token: fence.Token(token), TTL: expires.Sub(now)}, nil
+	info := lock.Info{Name: name, Held: true, Owner: *owner, Token: fence.Token(token), TTL: expires.Sub(now)}
+	if md != nil {
+		info.Metadata = *md
+	}
+	return info, nil
 }

@@ -57,6 +57,7 @@ func TestConformance(t *testing.T) {
 			}
 			t.Run("Backend", func(t *testing.T) { locktest.Run(t, newBackend) })
 			t.Run("Monotonic", func(t *testing.T) { locktest.Monotonic(t, newBackend) })
+			t.Run("Metadata", func(t *testing.T) { locktest.RunMetadata(t, newBackend) })
 		})
 	}
 }

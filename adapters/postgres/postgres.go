@@ -189,12 +189,17 @@ CREATE TABLE IF NOT EXISTS %s (
     name       text COLLATE "C" PRIMARY KEY,
     owner      text,
     token      bigint NOT NULL CHECK (token >= 1),
-    expires_at timestamptz
+    expires_at timestamptz,
+    metadata   text
 );
-`, migrateLockKey, store, leases), nil
+`, migrateLockKey, store, leases) + upgradeSQL(leases), nil
 }
 
-// Migrate creates the store and lease tables if they do not exist. It is
+// Migrate creates the store and lease tables if they do not exist, and adds
+// the columns that later versions need (the lease table's metadata) to
+// tables that an earlier version created; it leaves out that ALTER TABLE
+// when the columns are there, so that migrating a current schema takes no
+// table lock. It is
 // idempotent and safe to run from several processes at once: the statements
 // run as one transaction under an advisory transaction lock (one
 // multi-statement query; inside a pgx.Tx, as part of it). A schema named in
@@ -213,6 +218,9 @@ func Migrate(ctx context.Context, db DB, opts *Options) error {
 		return err
 	}
 	if err := checkDistinctTables(ctx, db, opts); err != nil {
+		return err
+	}
+	if sql, err = skipCurrentUpgrades(ctx, db, opts, sql); err != nil {
 		return err
 	}
 	// Without arguments pgx sends the simple query protocol, in which

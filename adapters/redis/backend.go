@@ -83,8 +83,8 @@ func NewBackend(client Client, opts *BackendOptions) *Backend {
 	}
 }
 
-// LeaseKey is the key of the hash that holds name's lease (fields owner and
-// token). It shares the hash tag of CounterKey.
+// LeaseKey is the key of the hash that holds name's lease (fields owner,
+// token and metadata). It shares the hash tag of CounterKey.
 func (b *Backend) LeaseKey(name string) string {
 	return b.prefix + ":{" + escapeKey(name) + "}:lease"
 }
@@ -99,15 +99,21 @@ func (b *Backend) CounterKey(name string) string {
 // another owner holds it the error is a *lock.HeldError with the remaining
 // TTL. It is one script and one round trip; with WaitReplicas set, the
 // script and WAIT travel together in one pipeline on one connection.
+//
+// The holder metadata that ctx carries (lock.ContextWithMetadata) is stored
+// in the lease hash, as a script argument, replacing what a same-owner
+// Acquire stored before; Extend keeps it and Release deletes it with the
+// lease.
 func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
+	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
+	if err != nil {
 		return 0, err
 	}
 	if err := b.ready(ctx); err != nil {
 		return 0, err
 	}
 	keys := []string{b.LeaseKey(name), b.CounterKey(name)}
-	args := []any{owner, millis(ttl), b.counterIdle}
+	args := []any{owner, millis(ttl), b.counterIdle, md}
 	if b.wait.on() {
 		return b.acquireWait(ctx, name, owner, keys, args)
 	}
@@ -192,8 +198,8 @@ func (b *Backend) release(ctx context.Context, name, owner string) error {
 	return nil
 }
 
-// Inspect reports the holder of name, its token and its remaining TTL, read
-// together by one script.
+// Inspect reports the holder of name, its token, its remaining TTL and its
+// metadata, read together by one script.
 func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
 	if err := fence.ValidateKey(name); err != nil {
 		return lock.Info{}, fmt.Errorf("lock name: %w", err)
@@ -208,13 +214,14 @@ func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
 	if len(reply) == 0 {
 		return lock.Info{Name: name}, nil
 	}
-	if len(reply) == 3 {
+	if len(reply) == 4 {
 		owner, ok1 := reply[0].(string)
 		tok, ok2 := reply[1].(string)
 		ms, ok3 := reply[2].(int64)
+		md, ok4 := reply[3].(string)
 		t, perr := strconv.ParseInt(tok, 10, 64)
-		if ok1 && ok2 && ok3 && perr == nil {
-			return lock.Info{Name: name, Held: true, Owner: owner, Token: fence.Token(t), TTL: pttl(ms)}, nil
+		if ok1 && ok2 && ok3 && ok4 && perr == nil {
+			return lock.Info{Name: name, Held: true, Owner: owner, Token: fence.Token(t), TTL: pttl(ms), Metadata: md}, nil
 		}
 	}
 	return lock.Info{}, fmt.Errorf("fencekit/redis: inspect %q: unexpected reply %v", name, reply)

@@ -3,8 +3,10 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,11 +73,11 @@ func TestKeyLayout(t *testing.T) {
 	require.NotEqual(t, b.LeaseKey("}"), b.LeaseKey("%7D"))
 
 	o := newOwner(t)
-	tok, err := b.Acquire(ctx, "job", o, time.Minute)
+	tok, err := b.Acquire(lock.ContextWithMetadata(ctx, "pid=1"), "job", o, time.Minute)
 	require.NoError(t, err)
 	lease, err := c.HGetAll(ctx, b.LeaseKey("job")).Result()
 	require.NoError(t, err)
-	require.Equal(t, map[string]string{"owner": o, "token": tok.String()}, lease)
+	require.Equal(t, map[string]string{"owner": o, "token": tok.String(), "metadata": "pid=1"}, lease)
 	counter, err := c.Get(ctx, b.CounterKey("job")).Result()
 	require.NoError(t, err)
 	require.Equal(t, tok.String(), counter)
@@ -195,6 +197,10 @@ func TestRoundTrips(t *testing.T) {
 	}{
 		{"Acquire (free)", func() (err error) { tok, err = b.Acquire(ctx, "job", a, time.Minute); return err }},
 		{"Acquire (same owner)", func() error { _, err := b.Acquire(ctx, "job", a, time.Minute); return err }},
+		{"Acquire (metadata)", func() error {
+			_, err := b.Acquire(lock.ContextWithMetadata(ctx, "host=a pid=1"), "job", a, time.Minute)
+			return err
+		}},
 		{"Acquire (held)", func() error {
 			_, err := b.Acquire(ctx, "job", other, time.Minute)
 			if errors.Is(err, lock.ErrHeld) {
@@ -203,7 +209,13 @@ func TestRoundTrips(t *testing.T) {
 			return err
 		}},
 		{"Extend", func() error { return b.Extend(ctx, "job", a, time.Minute) }},
-		{"Inspect", func() error { _, err := b.Inspect(ctx, "job"); return err }},
+		{"Inspect", func() error {
+			info, err := b.Inspect(ctx, "job")
+			if err == nil && info.Metadata != "host=a pid=1" {
+				return fmt.Errorf("Inspect reported metadata %q", info.Metadata)
+			}
+			return err
+		}},
 		{"Put", func() error { return s.Put(ctx, "k", tok, []byte("v")) }},
 		{"Put (stale)", func() error {
 			if err := s.Put(ctx, "k", tok-1, []byte("v")); !errors.Is(err, fence.ErrStale) {
@@ -316,4 +328,51 @@ func TestTTLNearMaxInt64(t *testing.T) {
 	var held *lock.HeldError
 	require.ErrorAs(t, err, &held)
 	require.Greater(t, held.TTL, 290*365*24*time.Hour, "HeldError TTL %v", held.TTL)
+}
+
+// A lease written before leases carried metadata (a hash with owner and
+// token only, as an older version of this adapter leaves it during a rolling
+// upgrade) is reported with empty metadata, not as an unexpected reply.
+func TestInspectLeaseWithoutMetadata(t *testing.T) {
+	t.Parallel()
+	c := testkit.Redis(t)
+	ctx := testCtx(t)
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c)})
+	o := newOwner(t)
+	require.NoError(t, c.HSet(ctx, b.LeaseKey("old"), "owner", o, "token", "7").Err())
+	require.NoError(t, c.PExpire(ctx, b.LeaseKey("old"), time.Minute).Err())
+	info, err := b.Inspect(ctx, "old")
+	require.NoError(t, err)
+	require.Equal(t, lock.Info{Name: "old", Held: true, Owner: o, Token: 7, TTL: info.TTL}, info)
+	// Its owner's next acquire keeps the token and adds the metadata.
+	tok, err := b.Acquire(lock.ContextWithMetadata(ctx, "host=b"), "old", o, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, fence.Token(7), tok)
+	info, err = b.Inspect(ctx, "old")
+	require.NoError(t, err)
+	require.Equal(t, "host=b", info.Metadata)
+}
+
+// TestMetadataMemoryUsage reports what the metadata field costs a lease
+// hash, for docs/redis.md.
+func TestMetadataMemoryUsage(t *testing.T) {
+	t.Parallel()
+	c := testkit.Redis(t)
+	ctx := testCtx(t)
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c)})
+	var base int64
+	for i, md := range []string{"", lock.DefaultMetadata(), strings.Repeat("m", lock.MaxMetadataLen)} {
+		name := fmt.Sprintf("mem%d", len(md))
+		_, err := b.Acquire(lock.ContextWithMetadata(ctx, md), name, newOwner(t), time.Minute)
+		require.NoError(t, err)
+		n, err := c.MemoryUsage(ctx, b.LeaseKey(name)).Result()
+		require.NoError(t, err)
+		require.Positive(t, n)
+		t.Logf("lease hash with %4d bytes of metadata: %d bytes", len(md), n)
+		if i == 0 {
+			base = n
+		}
+		// Stored once, as given: no copy, no escaping that multiplies it.
+		require.Less(t, n-base, int64(len(md)+len(md)/2+64), "metadata of %d bytes", len(md))
+	}
 }

@@ -28,6 +28,7 @@ func conformance(t *testing.T, client goredis.UniversalClient) {
 	}
 	t.Run("Backend", func(t *testing.T) { locktest.Run(t, newBackend) })
 	t.Run("Monotonic", func(t *testing.T) { locktest.Monotonic(t, newBackend) })
+	t.Run("Metadata", func(t *testing.T) { locktest.RunMetadata(t, newBackend) })
 }
 
 // TestConformanceShared runs the suites on the server from testkit: the one

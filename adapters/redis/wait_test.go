@@ -11,6 +11,7 @@ import (
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/lock"
 )
 
 // TestWaitReplicas acquires with a replication wait on a primary with one
@@ -34,7 +35,7 @@ func TestWaitReplicas(t *testing.T) {
 	_, _ = rt.take()
 
 	o := newOwner(t)
-	tok, err := b.Acquire(ctx, "job", o, time.Minute)
+	tok, err := b.Acquire(lock.ContextWithMetadata(ctx, "host=a pid=1"), "job", o, time.Minute)
 	require.NoError(t, err)
 	n, sent := rt.take()
 	t.Logf("Acquire with WAIT: %d round trip(s): %v", n, sent)
@@ -43,6 +44,9 @@ func TestWaitReplicas(t *testing.T) {
 	onReplica, err := replica.Client(t).HGet(ctx, b.LeaseKey("job"), "token").Result()
 	require.NoError(t, err)
 	require.Equal(t, tok.String(), onReplica)
+	mdOnReplica, err := replica.Client(t).HGet(ctx, b.LeaseKey("job"), "metadata").Result()
+	require.NoError(t, err)
+	require.Equal(t, "host=a pid=1", mdOnReplica, "the metadata travels with the waited-for lease")
 	require.NoError(t, b.Release(ctx, "job", o))
 
 	replica.Stop()
@@ -132,12 +136,16 @@ func TestStoreWaitReplicas(t *testing.T) {
 	require.ErrorIs(t, s.Put(ctx, "k", 4, []byte("late")), fence.ErrStale)
 
 	replica.Stop()
-	for op, write := range map[string]func() error{
-		"Put":     func() error { return short.Put(ctx, "k", 6, []byte("v6")) },
-		"Advance": func() error { return short.Advance(ctx, "k", 7) },
-		"Delete":  func() error { return short.Delete(ctx, "k", 8) },
+	// In this order: the tokens rise, so none of the writes is stale.
+	for _, w := range []struct {
+		op    string
+		write func() error
+	}{
+		{"Put", func() error { return short.Put(ctx, "k", 6, []byte("v6")) }},
+		{"Advance", func() error { return short.Advance(ctx, "k", 7) }},
+		{"Delete", func() error { return short.Delete(ctx, "k", 8) }},
 	} {
-		err := write()
+		op, err := w.op, w.write()
 		require.ErrorIs(t, err, fenceredis.ErrReplication, op)
 		require.NotErrorIs(t, err, fence.ErrStale, op)
 		require.ErrorContains(t, err, "outcome unknown", op)

@@ -1,14 +1,16 @@
 -- acquire.lua: take a lock and mint its token, or extend the caller's own lease.
 --
--- KEYS[1]  the lease hash   prefix:{name}:lease    fields owner, token
+-- KEYS[1]  the lease hash   prefix:{name}:lease    fields owner, token, metadata
 -- KEYS[2]  the counter      prefix:{name}:counter  the last token minted
 -- ARGV[1]  owner
 -- ARGV[2]  lease TTL in milliseconds
 -- ARGV[3]  counter idle expiry in milliseconds; 0 or less: never expires
+-- ARGV[4]  holder metadata (any bytes; stored as given, "" for none)
 --
 -- Replies {'new', token} after minting, {'mine', token} when the owner already
 -- held the lock (extended, same token), {'held', pttl} when someone else holds
--- it. Tokens are returned as decimal strings.
+-- it. Tokens are returned as decimal strings. Taking or extending the lease
+-- stores ARGV[4] as its metadata, replacing the owner's earlier one.
 --
 -- The token is next = max(counter + 1, server TIME in microseconds), so it
 -- stays above every earlier token even after the counter is lost (a restart
@@ -27,6 +29,7 @@ end
 local holder = redis.call('HMGET', KEYS[1], 'owner', 'token')
 if holder[1] then
   if holder[1] == ARGV[1] then
+    redis.call('HSET', KEYS[1], 'metadata', ARGV[4])
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return {'mine', holder[2]}
   end
@@ -57,6 +60,6 @@ else
 end
 
 -- No owner field means no lease hash at all: HSET creates it afresh.
-redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', token)
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', token, 'metadata', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {'new', token}
