@@ -68,8 +68,9 @@ type DB interface {
 // Pool is what Backend needs: a pool of connections, on which every
 // statement takes a connection of its own and commits on its own.
 // *pgxpool.Pool satisfies it; pgx.Tx and *pgx.Conn do not, on purpose (see
-// Backend). Backend never calls Acquire: the method is what sets a pool
-// apart from a transaction or a single connection.
+// Backend). Only Backend.Sweep calls Acquire, for a transaction of its own:
+// the method is what sets a pool apart from a transaction or a single
+// connection.
 type Pool interface {
 	DB
 	Acquire(ctx context.Context) (*pgxpool.Conn, error)
