@@ -12,3 +12,10 @@ import (
 func SweepInForTest(ctx context.Context, b *Backend, tx pgx.Tx, idle time.Duration) (int, error) {
 	return b.sweepIn(ctx, tx, idle, sweepBatch)
 }
+
+// SweepSQLForTest returns the statement of a sweep batch on the default
+// lease table.
+func SweepSQLForTest() string {
+	_, sweep := sweepStatements(pgx.Identifier{DefaultLeaseTable}.Sanitize())
+	return sweep
+}

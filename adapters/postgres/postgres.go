@@ -10,7 +10,9 @@
 //     several goroutines at once, which one connection cannot serve. Expiry
 //     is decided by the database clock, and each lock's token lives in its
 //     row, raised in the statement that grants the lease, so tokens keep
-//     rising across releases, expiries and server restarts.
+//     rising across releases, expiries and server restarts. Backend.Sweep
+//     deletes idle lease rows and keeps their tokens in a floor row, so they
+//     rise across sweeps too.
 //   - Store is a fence.Store on a table (key, value, fence). It takes a DB:
 //     a pool, a *pgx.Conn, or a pgx.Tx to make its writes part of the
 //     caller's transaction. Every write is one INSERT ... ON CONFLICT
@@ -39,7 +41,8 @@
 // table, a failed login) are permanent and fail fast.
 //
 // No session state is used: each call is one statement (two on a refusal),
-// so any connection of a pool will do.
+// so any connection of a pool will do. Backend.Sweep, a maintenance call, is
+// a short transaction per batch of rows.
 package postgres
 
 import (

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -134,6 +135,13 @@ func TestSweepRacingAcquire(t *testing.T) {
 		require.NoError(t, err)
 		return n == 1
 	})
+
+	// Inspect is not held back by the sweep's table lock.
+	inspectCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	info, err := b.Inspect(inspectCtx, "l-other")
+	require.NoError(t, err)
+	require.False(t, info.Held)
 
 	got := make(chan fence.Token, 1)
 	go func() {
@@ -289,4 +297,49 @@ func TestSweepThenAcquireIsOneStatement(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), db.n.Load()-n)
 	require.Equal(t, before+1, tok)
+}
+
+// Sweep waits for lock statements in flight; its context bounds that wait.
+func TestSweepHonoursContextWhileWaiting(t *testing.T) {
+	ctx := testCtx(t)
+	pool := migrated(t, testkit.Postgres(t))
+	b := postgres.NewBackend(pool, nil)
+	cycle(t, ctx, b, "l", 1)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	// What an Acquire in flight holds: ROW EXCLUSIVE on the table.
+	_, err = tx.Exec(ctx, `LOCK TABLE fencekit_leases IN ROW EXCLUSIVE MODE`)
+	require.NoError(t, err)
+
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	n, err := b.Sweep(short, time.Microsecond)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Zero(t, n)
+	require.NoError(t, tx.Rollback(ctx))
+	sweepUntil(t, ctx, b, 1)
+}
+
+// The after-restore statement of docs/postgres.md also lifts locks that
+// have no row (new since the backup, or swept) above the restored tokens.
+func TestRestoreSQLRaisesTheFloor(t *testing.T) {
+	ctx := testCtx(t)
+	pool := migrated(t, testkit.Postgres(t))
+	b := postgres.NewBackend(pool, nil)
+	// No sweep has run yet, so there is no floor row before the restore.
+	cycle(t, ctx, b, "seen", 2)
+	_, err := pool.Exec(ctx, restoreSQL(t))
+	require.NoError(t, err)
+	floor := fence.Token(time.Now().Add(-time.Hour).UnixMicro())
+	require.Greater(t, cycle(t, ctx, b, "seen", 1), floor)
+	require.Greater(t, cycle(t, ctx, b, "never-seen", 1), floor)
+	sweepUntil(t, ctx, b, 2)
+	require.Greater(t, cycle(t, ctx, b, "seen", 1), floor)
+}
+
+// docs/postgres.md shows the sweep statement as it is.
+func TestDocShowsSweepSQL(t *testing.T) {
+	sql := strings.ReplaceAll(postgres.SweepSQLForTest(), `"fencekit_leases"`, "fencekit_leases")
+	require.Contains(t, readDoc(t), "```sql\n"+sql+"\n```")
 }
