@@ -100,6 +100,18 @@ func ExampleGuard() {
 // because an example cannot skip when no server is available; this test
 // can.)
 func TestExampleGuard(t *testing.T) {
+	exampleDatabaseURL(t)
+	got := captureStdout(t, ExampleGuard)
+	want := "B transfers 30: <nil>\nA's late transfer refused as stale: true\nalice 70, bob 30\n"
+	if got != want {
+		t.Fatalf("ExampleGuard printed:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// exampleDatabaseURL points DATABASE_URL, which the examples read, at a
+// schema of this test's own on the test server.
+func exampleDatabaseURL(t *testing.T) {
+	t.Helper()
 	pool := testkit.Postgres(t)
 	var schema string
 	if err := pool.QueryRow(context.Background(), "SELECT current_schema()").Scan(&schema); err != nil {
@@ -111,12 +123,6 @@ func TestExampleGuard(t *testing.T) {
 		sep = "&"
 	}
 	t.Setenv("DATABASE_URL", url+sep+"search_path="+schema)
-
-	got := captureStdout(t, ExampleGuard)
-	want := "B transfers 30: <nil>\nA's late transfer refused as stale: true\nalice 70, bob 30\n"
-	if got != want {
-		t.Fatalf("ExampleGuard printed:\n%s\nwant:\n%s", got, want)
-	}
 }
 
 // captureStdout runs fn with os.Stdout redirected and returns what it wrote.
