@@ -46,7 +46,7 @@ type Backend struct {
 	db                               Pool
 	err                              error
 	acquire, extend, release, lookup string
-	lockTable, sweep                 string // see Sweep
+	sweepSQL                         sweepSQL // see Sweep
 }
 
 // NewBackend returns a Backend on pool with the lease table named in opts
@@ -61,7 +61,6 @@ func NewBackend(pool Pool, opts *Options) *Backend {
 	if err != nil {
 		return &Backend{err: err}
 	}
-	lockTable, sweep := sweepStatements(table)
 	return &Backend{
 		db: pool,
 		// Free (no owner), expired, or already ours: take it. A new holder
@@ -100,9 +99,8 @@ WHERE name = $1 AND owner = $2 AND expires_at > statement_timestamp()`, table),
 		// the release time, from which Sweep measures idleness.
 		release: fmt.Sprintf(`UPDATE %s SET owner = NULL, expires_at = statement_timestamp()
 WHERE name = $1 AND owner = $2 AND expires_at > statement_timestamp()`, table),
-		lookup:    fmt.Sprintf(`SELECT owner, token, expires_at, clock_timestamp() FROM %s WHERE name = $1`, table),
-		lockTable: lockTable,
-		sweep:     sweep,
+		lookup:   fmt.Sprintf(`SELECT owner, token, expires_at, clock_timestamp() FROM %s WHERE name = $1`, table),
+		sweepSQL: sweepStatements(table),
 	}
 }
 

@@ -18,30 +18,40 @@ import (
 // table lock it holds (see Sweep) is short even on a large table.
 const sweepBatch = 1000
 
+// sweepSQL holds the statements of one sweep batch on a lease table.
+type sweepSQL struct {
+	candidates, lockTable, sweep string
+}
+
 // sweepStatements builds the statements of one sweep batch on table.
-func sweepStatements(table string) (lockTable, sweep string) {
-	// SHARE ROW EXCLUSIVE conflicts with the ROW EXCLUSIVE lock that every
-	// Acquire, Extend and Release takes, and with itself, but not with
-	// Inspect's ACCESS SHARE.
-	lockTable = fmt.Sprintf(`LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE`, table)
+func sweepStatements(table string) sweepSQL {
 	// A row is idle when it has been free for at least $1: released (owner
 	// NULL, expires_at the release time; NULL if released before the
 	// release time was kept) or expired (expires_at in the past). A held
-	// row has expires_at in the future and never qualifies. The deleted
-	// tokens raise the floor row in the same statement.
-	sweep = fmt.Sprintf(`WITH gone AS (
-    DELETE FROM %[1]s WHERE name IN (
-        SELECT name FROM %[1]s
-        WHERE name <> '' AND coalesce(expires_at, '-infinity') <= statement_timestamp() - $1::interval
-        LIMIT $2)
+	// row has expires_at in the future and never qualifies.
+	const idle = `name <> '' AND coalesce(expires_at, '-infinity') <= statement_timestamp() - $1::interval`
+	return sweepSQL{
+		// Found before the table lock, so that the scan does not hold up
+		// lock traffic.
+		candidates: fmt.Sprintf(`SELECT name FROM %s WHERE %s LIMIT $2`, table, idle),
+		// SHARE ROW EXCLUSIVE conflicts with the ROW EXCLUSIVE lock that
+		// every Acquire, Extend and Release takes, and with itself, but
+		// not with Inspect's ACCESS SHARE.
+		lockTable: fmt.Sprintf(`LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE`, table),
+		// Idleness is checked again under the lock, by primary key; the
+		// deleted tokens raise the floor row in the same statement.
+		sweep: fmt.Sprintf(`WITH gone AS (
+    DELETE FROM %[1]s
+    WHERE name = ANY ($2::text[])
+      AND %[2]s
     RETURNING token
 ), floor AS (
     INSERT INTO %[1]s AS f (name, token)
     SELECT '', max(token) FROM gone HAVING count(*) > 0
     ON CONFLICT (name) DO UPDATE SET token = greatest(f.token, EXCLUDED.token)
 )
-SELECT count(*) FROM gone`, table)
-	return lockTable, sweep
+SELECT count(*) FROM gone`, table, idle),
+	}
 }
 
 // Sweep deletes the lease rows of locks that have been free (released or
@@ -54,14 +64,16 @@ SELECT count(*) FROM gone`, table)
 // above every token it was ever issued. Acquire reads the floor in its one
 // statement; Extend, Release and Inspect do not touch it.
 //
-// Each batch of up to 1000 rows is one transaction that first locks the
-// table in SHARE ROW EXCLUSIVE mode: it waits for the Acquire, Extend and
-// Release statements in flight, and holds new ones back until it commits.
+// Each batch of up to 1000 rows is one transaction: it finds idle rows,
+// locks the table in SHARE ROW EXCLUSIVE mode, and deletes those rows that
+// are still idle. The lock waits for the Acquire, Extend and Release
+// statements in flight, and holds new ones back until the batch commits.
 // That makes every Acquire see either the row or the raised floor, never
 // neither (a statement whose snapshot predates the sweep could otherwise
-// insert a new row from the old floor). Inspect is not blocked. Sweep
-// repeats batches until none is full; ctx bounds the whole sweep, lock
-// waits included.
+// insert a new row from the old floor). Inspect is not blocked, and a
+// sweep that finds nothing takes no lock. Sweep repeats batches until one
+// finds fewer than 1000 rows; ctx bounds the whole sweep, lock waits
+// included.
 //
 // idle only decides how soon a free row may go (a lock re-acquired right
 // after being swept costs a new row); safety does not depend on it. idle
@@ -80,42 +92,49 @@ func (b *Backend) Sweep(ctx context.Context, idle time.Duration) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return total, err
 		}
-		n, err := b.sweepBatch(ctx, idle, sweepBatch)
+		n, full, err := b.sweepBatch(ctx, idle, sweepBatch)
 		total += n
-		if err != nil || n < sweepBatch {
+		if err != nil || !full {
 			return total, err
 		}
 	}
 }
 
-// sweepBatch deletes up to limit idle rows in one transaction of its own.
-func (b *Backend) sweepBatch(ctx context.Context, idle time.Duration, limit int) (int, error) {
+// sweepBatch deletes up to limit idle rows in one transaction of its own,
+// and reports whether it found limit candidates (more may be waiting).
+func (b *Backend) sweepBatch(ctx context.Context, idle time.Duration, limit int) (n int, full bool, err error) {
 	conn, err := b.db.Acquire(ctx)
 	if err != nil {
-		return 0, wrapErr("sweep", err)
+		return 0, false, wrapErr("sweep", err)
 	}
 	defer conn.Release()
-	var n int
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		var err error
-		n, err = b.sweepIn(ctx, tx, idle, limit)
+		n, full, err = b.sweepIn(ctx, tx, idle, limit)
 		return err
 	})
 	if err != nil {
-		return 0, wrapErr("sweep", err)
+		return 0, false, wrapErr("sweep", err)
 	}
-	return n, nil
+	return n, full, nil
 }
 
 // sweepIn runs one sweep batch inside tx, which must be a transaction (the
 // table lock lasts until it ends).
-func (b *Backend) sweepIn(ctx context.Context, tx pgx.Tx, idle time.Duration, limit int) (int, error) {
-	if _, err := tx.Exec(ctx, b.lockTable); err != nil {
-		return 0, err
+func (b *Backend) sweepIn(ctx context.Context, tx pgx.Tx, idle time.Duration, limit int) (n int, full bool, err error) {
+	rows, err := tx.Query(ctx, b.sweepSQL.candidates, interval(idle), limit)
+	if err != nil {
+		return 0, false, err
 	}
-	var n int
-	if err := tx.QueryRow(ctx, b.sweep, interval(idle), limit).Scan(&n); err != nil {
-		return 0, err
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(names) == 0 {
+		return 0, false, err
 	}
-	return n, nil
+	if _, err := tx.Exec(ctx, b.sweepSQL.lockTable); err != nil {
+		return 0, false, err
+	}
+	if err := tx.QueryRow(ctx, b.sweepSQL.sweep, interval(idle), names).Scan(&n); err != nil {
+		return 0, false, err
+	}
+	return n, len(names) == limit, nil
 }

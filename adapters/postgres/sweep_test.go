@@ -341,5 +341,6 @@ func TestRestoreSQLRaisesTheFloor(t *testing.T) {
 // docs/postgres.md shows the sweep statement as it is.
 func TestDocShowsSweepSQL(t *testing.T) {
 	sql := strings.ReplaceAll(postgres.SweepSQLForTest(), `"fencekit_leases"`, "fencekit_leases")
-	require.Contains(t, readDoc(t), "```sql\n"+sql+"\n```")
+	require.True(t, strings.Contains(readDoc(t), "```sql\n"+sql+"\n```"),
+		"update the sweep statement in docs/postgres.md to:\n%s", sql)
 }
