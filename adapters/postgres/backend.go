@@ -20,9 +20,10 @@ import (
 // Expiry is decided by the database clock alone, so clients need no
 // synchronised clocks. The token lives in the row and is raised by the same
 // statement that grants a lease, so it is durable: it keeps rising across
-// releases (which only clear the owner), expiries and server restarts. Rows
-// are never deleted; do not delete them by hand either, or that name's
-// tokens start again at 1.
+// releases (which only clear the owner), expiries and server restarts.
+// Sweep deletes the rows of idle locks and keeps their tokens in a floor
+// row, so a name's tokens rise across sweeps too; do not delete rows by
+// hand, or that name's tokens start again from the floor.
 //
 // Every call is one statement (Acquire reads once more only in the rare race
 // where its snapshot missed the holder's row), and no session state is used:
@@ -46,6 +47,7 @@ type Backend struct {
 	db                               Pool
 	err                              error
 	acquire, extend, release, lookup string
+	sweepSQL                         sweepSQL // see Sweep
 }
 
 // NewBackend returns a Backend on pool with the lease table named in opts
@@ -75,9 +77,13 @@ func NewBackend(pool Pool, opts *Options) *Backend {
 		// holder's remaining TTL (from the statement's snapshot), so a
 		// refused attempt costs one round trip too. No row at all means
 		// the snapshot did not see the row the upsert conflicted with.
+		//
+		// A new row starts above the floor row (name '', see Sweep), which
+		// holds the highest token of every swept row.
 		acquire: fmt.Sprintf(`WITH taken AS (
     INSERT INTO %[1]s AS l (name, owner, token, expires_at, metadata)
-    VALUES ($1, $2, 1, statement_timestamp() + $3::interval, NULLIF($4::text, ''))
+    VALUES ($1, $2, coalesce((SELECT token FROM %[1]s WHERE name = ''), 0) + 1,
+            statement_timestamp() + $3::interval, NULLIF($4::text, ''))
     ON CONFLICT (name) DO UPDATE SET
         owner = EXCLUDED.owner,
         token = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > statement_timestamp()
@@ -94,10 +100,12 @@ FROM %[1]s h
 WHERE h.name = $1 AND h.owner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM taken)`, table),
 		extend: fmt.Sprintf(`UPDATE %s SET expires_at = statement_timestamp() + $3::interval
 WHERE name = $1 AND owner = $2 AND expires_at > statement_timestamp()`, table),
-		// The token stays: the next holder gets token+1.
-		release: fmt.Sprintf(`UPDATE %s SET owner = NULL, expires_at = NULL, metadata = NULL
+		// The token stays: the next holder gets token+1. expires_at keeps
+		// the release time, from which Sweep measures idleness.
+		release: fmt.Sprintf(`UPDATE %s SET owner = NULL, expires_at = statement_timestamp(), metadata = NULL
 WHERE name = $1 AND owner = $2 AND expires_at > statement_timestamp()`, table),
-		lookup: fmt.Sprintf(`SELECT owner, token, expires_at, clock_timestamp(), metadata FROM %s WHERE name = $1`, table),
+		lookup:   fmt.Sprintf(`SELECT owner, token, expires_at, clock_timestamp(), metadata FROM %s WHERE name = $1`, table),
+		sweepSQL: sweepStatements(table),
 	}
 }
 

@@ -27,17 +27,22 @@ func TestDocShowsMigrateSQL(t *testing.T) {
 	require.Contains(t, readDoc(t), "```sql\n"+sql+"```", "update the schema in docs/postgres.md")
 }
 
-// The after-restore statement in docs/postgres.md lifts every token and
-// fence above anything issued before, and the adapter carries on from there.
-func TestDocRestoreSQL(t *testing.T) {
+// restoreSQL returns the after-restore statement of docs/postgres.md.
+func restoreSQL(t *testing.T) string {
+	t.Helper()
 	doc := readDoc(t)
 	start := strings.Index(doc, "<!-- restore-sql -->")
 	end := strings.Index(doc, "<!-- /restore-sql -->")
 	require.True(t, start >= 0 && end > start, "restore-sql markers missing")
 	block := doc[start:end]
 	block = block[strings.Index(block, "```sql\n")+len("```sql\n"):]
-	block = block[:strings.Index(block, "```")]
+	return block[:strings.Index(block, "```")]
+}
 
+// The after-restore statement in docs/postgres.md lifts every token and
+// fence above anything issued before, and the adapter carries on from there.
+func TestDocRestoreSQL(t *testing.T) {
+	block := restoreSQL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pool := migrated(t, testkit.Postgres(t))

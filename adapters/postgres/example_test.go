@@ -168,7 +168,7 @@ func ExampleUpdateFenced() {
 var exampleURL string
 
 // exampleServerNeeded matches the examples that need a server.
-const exampleServerNeeded = "^Example(Guard|UpdateFenced)$"
+const exampleServerNeeded = "^Example(Guard|UpdateFenced|Backend_Sweep)$"
 
 // TestMain prepares the examples' database. Examples cannot skip
 // themselves, so without a server they are skipped here with a note, unless
@@ -246,7 +246,8 @@ func TestExamplesTwice(t *testing.T) {
 	exampleURL = withSearchPath(testkit.PostgresURL(t), schema)
 
 	exampletest.RunTwice(t, map[string]func(){
-		"ExampleGuard":        ExampleGuard,
-		"ExampleUpdateFenced": ExampleUpdateFenced,
+		"ExampleGuard":         ExampleGuard,
+		"ExampleUpdateFenced":  ExampleUpdateFenced,
+		"ExampleBackend_Sweep": ExampleBackend_Sweep,
 	})
 }

@@ -10,7 +10,9 @@
 //     several goroutines at once, which one connection cannot serve. Expiry
 //     is decided by the database clock, and each lock's token lives in its
 //     row, raised in the statement that grants the lease, so tokens keep
-//     rising across releases, expiries and server restarts.
+//     rising across releases, expiries and server restarts. Backend.Sweep
+//     deletes idle lease rows and keeps their tokens in a floor row, so they
+//     rise across sweeps too.
 //   - Store is a fence.Store on a table (key, value, fence). It takes a DB:
 //     a pool, a *pgx.Conn, or a pgx.Tx to make its writes part of the
 //     caller's transaction. Every write is one INSERT ... ON CONFLICT
@@ -39,7 +41,8 @@
 // table, a failed login) are permanent and fail fast.
 //
 // No session state is used: each call is one statement (two on a refusal),
-// so any connection of a pool will do.
+// so any connection of a pool will do. Backend.Sweep, a maintenance call, is
+// a short transaction per batch of rows.
 package postgres
 
 import (
@@ -68,8 +71,9 @@ type DB interface {
 // Pool is what Backend needs: a pool of connections, on which every
 // statement takes a connection of its own and commits on its own.
 // *pgxpool.Pool satisfies it; pgx.Tx and *pgx.Conn do not, on purpose (see
-// Backend). Backend never calls Acquire: the method is what sets a pool
-// apart from a transaction or a single connection.
+// Backend). Only Backend.Sweep calls Acquire, for a transaction of its own:
+// the method is what sets a pool apart from a transaction or a single
+// connection.
 type Pool interface {
 	DB
 	Acquire(ctx context.Context) (*pgxpool.Conn, error)
