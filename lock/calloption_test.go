@@ -36,11 +36,11 @@ func TestWithMaxAttemptsBoundsAcquire(t *testing.T) {
 			f := &faultyBackend{Backend: mem}
 			c := lock.New(f, &lock.Options{MaxAttempts: tc.clientAttempt, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
 			done := run(func() error {
-				_, err := c.Acquire(context.Background(), "job", time.Minute, lock.WithMaxAttempts(tc.call))
+				_, err := c.Acquire(boundedCtx(t), "job", time.Minute, lock.WithMaxAttempts(tc.call))
 				return err
 			})
-			err := await(t, done, "Acquire with WithMaxAttempts under context.Background")
-			if !errors.Is(err, lock.ErrNotAcquired) || !errors.Is(err, lock.ErrHeld) {
+			err := await(t, done, "Acquire with WithMaxAttempts")
+			if !errors.Is(err, lock.ErrNotAcquired) || !errors.Is(err, lock.ErrHeld) || errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("Acquire: %v; want ErrNotAcquired and ErrHeld", err)
 			}
 			if n := f.attempts.Load(); n != int64(tc.call) {
@@ -75,18 +75,26 @@ func TestDoHonoursWithMaxAttempts(t *testing.T) {
 	c := lock.New(f, &lock.Options{MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
 	ran := false
 	done := run(func() error {
-		return c.Do(context.Background(), "job", time.Minute, func(context.Context, *lock.Lease) error {
+		return c.Do(boundedCtx(t), "job", time.Minute, func(context.Context, *lock.Lease) error {
 			ran = true
 			return nil
 		}, lock.WithMaxAttempts(2))
 	})
 	err := await(t, done, "Do with WithMaxAttempts(2)")
-	if !errors.Is(err, lock.ErrNotAcquired) || ran {
-		t.Fatalf("Do: %v, fn ran %v; want ErrNotAcquired, fn not run", err, ran)
+	if !errors.Is(err, lock.ErrNotAcquired) || errors.Is(err, context.DeadlineExceeded) || ran {
+		t.Fatalf("Do: %v, fn ran %v; want ErrNotAcquired by the bound, fn not run", err, ran)
 	}
 	if n := f.attempts.Load(); n != 2 {
 		t.Fatalf("%d attempts; want 2", n)
 	}
+}
+
+// boundedCtx ends after waitLimit, so that an Acquire the code under test
+// fails to bound ends the test instead of hanging it.
+func boundedCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // extendCounter counts the renewals sent for each lock name.
@@ -157,7 +165,7 @@ func TestDoWithoutKeepAliveEndsAtTheLocalDeadline(t *testing.T) {
 	f := &faultyBackend{Backend: memory.NewBackend()}
 	c := lock.New(f, &lock.Options{KeepAlive: true, KeepAliveInterval: keepAliveFast})
 	err := c.Do(context.Background(), "job", 300*time.Millisecond, func(ctx context.Context, _ *lock.Lease) error {
-		<-ctx.Done()
+		await(t, ctx.Done(), "fn's context at the lease's local deadline")
 		return nil
 	}, lock.WithKeepAlive(false))
 	if !errors.Is(err, lock.ErrLost) {
@@ -245,9 +253,9 @@ func TestCallOptionsDoNotChangeTheClient(t *testing.T) {
 	heldBy(t, mem, "job")
 	f := &faultyBackend{Backend: mem}
 	c := lock.New(f, &lock.Options{MaxAttempts: 2, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
-	_, _ = c.Acquire(context.Background(), "job", time.Minute, lock.WithMaxAttempts(5))
+	_, _ = c.Acquire(boundedCtx(t), "job", time.Minute, lock.WithMaxAttempts(5))
 	f.attempts.Store(0)
-	_, err := c.Acquire(context.Background(), "job", time.Minute)
+	_, err := c.Acquire(boundedCtx(t), "job", time.Minute)
 	if !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatal(err)
 	}
