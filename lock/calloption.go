@@ -94,5 +94,7 @@ func (c *Client) forCall(alwaysKeepAlive bool, opts []CallOption) (*Client, bool
 	if o.keepAliveSet {
 		keepAlive = o.opts.KeepAlive
 	}
-	return &Client{backend: c.backend, opts: o.opts}, keepAlive, nil
+	cc := *c // every field, should Client grow more
+	cc.opts = o.opts
+	return &cc, keepAlive, nil
 }
