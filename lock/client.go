@@ -35,12 +35,14 @@ func NewOwner() (string, error) {
 // TryAcquire makes one attempt to acquire the lock name for ttl. When another
 // owner holds it, the error matches both ErrNotAcquired and ErrHeld; when the
 // attempt failed otherwise, ErrNotAcquired and the attempt's error. Its ttl
-// is checked as Acquire's.
-func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
-	if err := c.usable(); err != nil {
+// and opts are checked as Acquire's; it makes one attempt whatever
+// WithMaxAttempts says.
+func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration, opts ...CallOption) (*Lease, error) {
+	cc, keepAlive, err := c.forCall(false, opts)
+	if err != nil {
 		return nil, err
 	}
-	return c.acquire(ctx, name, ttl, 1, c.opts.KeepAlive)
+	return cc.acquire(ctx, name, ttl, 1, keepAlive)
 }
 
 // Acquire blocks until it acquires the lock name for ttl, retrying with
@@ -52,20 +54,23 @@ func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration)
 //   - at once on an error for which Retryable is false (a missing table, a
 //     failed authentication), even with context.Background;
 //   - when ctx ends (the error also matches ctx.Err());
-//   - after Options.MaxAttempts attempts.
+//   - after Options.MaxAttempts attempts (or WithMaxAttempts's).
 //
 // Every attempt uses the same owner, so an attempt whose reply was lost is
 // recovered by the next one, which gets the same token; if Acquire gives up
 // after such an attempt, it releases what that attempt may have taken.
 //
-// A ttl that the Options refuse (not longer than the drift margin, or, with
-// Options.KeepAlive, too short for a renewal before the local deadline) gets
-// ErrInvalid and nothing is sent.
-func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
-	if err := c.usable(); err != nil {
+// The lease is kept alive if Options.KeepAlive says so, or WithKeepAlive
+// for this call; opts override the Client's Options for this call only (see
+// CallOption). A ttl that the Options refuse (not longer than the drift
+// margin, or, with keep-alive, too short for a renewal before the local
+// deadline) or an invalid option gets ErrInvalid and nothing is sent.
+func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, opts ...CallOption) (*Lease, error) {
+	cc, keepAlive, err := c.forCall(false, opts)
+	if err != nil {
 		return nil, err
 	}
-	return c.acquire(ctx, name, ttl, c.opts.MaxAttempts, c.opts.KeepAlive)
+	return cc.acquire(ctx, name, ttl, cc.opts.MaxAttempts, keepAlive)
 }
 
 func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, maxAttempts int, keepAlive bool) (*Lease, error) {

@@ -8,9 +8,12 @@ import (
 	"github.com/fencekit/fencekit/fence"
 )
 
-// Do acquires the lock name (blocking, as Acquire), keeps the lease alive,
-// and runs fn with a context that is cancelled when ctx ends or the lease
-// ends (lost, or released by fn). When fn is done, Do cancels fn's context,
+// Do acquires the lock name (blocking, as Acquire), keeps the lease alive
+// (unless WithKeepAlive(false) is among opts), and runs fn with a context
+// that is cancelled when ctx ends or the lease ends (lost, or released by
+// fn), made by WithLease. opts override the Client's Options for this call,
+// as for Acquire; an invalid one gets ErrInvalid, fn is not run and nothing
+// is sent. When fn is done, Do cancels fn's context,
 // stops the keep-alive and releases the lease, even if ctx has ended by
 // then. It does so on every exit path: if fn panics or calls runtime.Goexit,
 // Do cleans up the same way and lets the panic (or Goexit) go on, so a
@@ -33,32 +36,48 @@ import (
 //     (still unknown after the retry, or the lease turned out not to be
 //     held, which matches ErrNotHeld and ErrLost).
 //   - the acquire error, matching ErrNotAcquired, without running fn.
-func (c *Client) Do(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context, lease *Lease) error) error {
-	if err := c.usable(); err != nil {
+func (c *Client) Do(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context, lease *Lease) error, opts ...CallOption) error {
+	return c.do(ctx, name, ttl, fn, false, opts)
+}
+
+// TryDo is Do with one attempt to acquire, as TryAcquire: when another owner
+// holds the lock, it returns an error matching ErrHeld and ErrNotAcquired
+// (with the holder's remaining TTL in a *HeldError when the backend knows
+// it) and fn is not run. Otherwise it does exactly what Do does. It makes
+// one attempt whatever WithMaxAttempts says.
+func (c *Client) TryDo(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context, lease *Lease) error, opts ...CallOption) error {
+	return c.do(ctx, name, ttl, fn, true, opts)
+}
+
+// do is Do, or TryDo when once is set.
+func (c *Client) do(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context, lease *Lease) error, once bool, opts []CallOption) error {
+	cc, keepAlive, err := c.forCall(true, opts)
+	if err != nil {
 		return err
 	}
 	if fn == nil {
 		return fence.Invalid("nil function")
 	}
-	lease, err := c.acquire(ctx, name, ttl, c.opts.MaxAttempts, true)
+	attempts := cc.opts.MaxAttempts
+	if once {
+		attempts = 1
+	}
+	lease, err := cc.acquire(ctx, name, ttl, attempts, keepAlive)
 	if err != nil {
 		return err
 	}
-	fnCtx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(lease.Context(), func() { cancel(context.Cause(lease.Context())) })
+	fnCtx, cancel := withLease(ctx, lease)
 	returned := false
 	defer func() {
 		if !returned {
 			// fn panicked or called runtime.Goexit: clean up, and let it
 			// go on (not recovering it is re-panicking it, stack intact).
-			stop()
 			cancel(errFnDidNotReturn)
 			_ = releaseAfterDo(ctx, lease, ttl)
 		}
 	}()
 	fnErr := fn(fnCtx, lease)
 	returned = true
-	stop()
 	cancel(nil)
 
 	ended := lease.Err() // before Release, which ends the lease in any case

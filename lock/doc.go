@@ -6,7 +6,12 @@
 // backoff and full jitter until the context ends or an attempt limit is
 // reached; Client.TryAcquire makes one attempt; Client.Do acquires, keeps the
 // lease alive, runs a function with a context that is cancelled if the lease
-// is lost, and releases afterwards.
+// is lost, and releases afterwards; Client.TryDo does the same only if the
+// lock is free now. Per-call options (WithMaxAttempts, WithKeepAlive,
+// WithKeepAliveInterval) override the Client's Options for one call, so one
+// Client serves blocking and try-once work alike. WithLease derives a
+// context that ends with the caller's context or the lease, whichever ends
+// first.
 //
 // A Lease carries its fencing token. Pass it with every protected write to a
 // fence.Store (or use Lease.Fenced): the store refuses writes from a holder

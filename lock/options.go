@@ -15,7 +15,7 @@ type Options struct {
 	// attempt. Default 1s.
 	MaxBackoff time.Duration
 	// MaxAttempts bounds Acquire's attempts; 0 means no bound other than the
-	// context.
+	// context. WithMaxAttempts overrides it for one call.
 	MaxAttempts int
 
 	// DriftFactor is the share of the TTL subtracted from a lease's local
@@ -27,7 +27,8 @@ type Options struct {
 
 	// KeepAlive makes Acquire and TryAcquire start a keep-alive for every
 	// lease: it renews the lease every KeepAliveInterval of its TTL. Do
-	// always keeps its lease alive.
+	// and TryDo keep their lease alive in any case. WithKeepAlive overrides
+	// it for one call.
 	KeepAlive bool
 	// KeepAliveInterval is the fraction of the TTL between renewals. 0
 	// means the default, 1/3. A lease that is kept alive needs its first
