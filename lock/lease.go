@@ -77,7 +77,8 @@ func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
 
 // Context returns a context that is cancelled when the lease is released or
 // lost; context.Cause tells which (ErrReleased or an error matching ErrLost).
-// It does not derive from the context given to Acquire.
+// It does not derive from the context given to Acquire; WithLease gives one
+// that ends with either.
 func (l *Lease) Context() context.Context { return l.ctx }
 
 // Err returns nil while the lease is live, then the error that ended it: one
