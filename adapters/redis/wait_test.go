@@ -132,12 +132,17 @@ func TestStoreWaitReplicas(t *testing.T) {
 	require.ErrorIs(t, s.Put(ctx, "k", 4, []byte("late")), fence.ErrStale)
 
 	replica.Stop()
-	for op, write := range map[string]func() error{
-		"Put":     func() error { return short.Put(ctx, "k", 6, []byte("v6")) },
-		"Advance": func() error { return short.Advance(ctx, "k", 7) },
-		"Delete":  func() error { return short.Delete(ctx, "k", 8) },
+	// In token order: each write must be refused for replication, not as
+	// stale after a higher token (a map's random order made this flaky).
+	for _, w := range []struct {
+		op    string
+		write func() error
+	}{
+		{"Put", func() error { return short.Put(ctx, "k", 6, []byte("v6")) }},
+		{"Advance", func() error { return short.Advance(ctx, "k", 7) }},
+		{"Delete", func() error { return short.Delete(ctx, "k", 8) }},
 	} {
-		err := write()
+		op, err := w.op, w.write()
 		require.ErrorIs(t, err, fenceredis.ErrReplication, op)
 		require.NotErrorIs(t, err, fence.ErrStale, op)
 		require.ErrorContains(t, err, "outcome unknown", op)
