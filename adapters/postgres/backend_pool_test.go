@@ -7,11 +7,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/stretchr/testify/require"
 
 	"github.com/fencekit/fencekit/adapters/postgres"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/internal/testkit/require"
 )
 
 // NewBackend takes a pool and nothing else. A token minted inside a pgx.Tx

@@ -27,7 +27,7 @@ func migrated(t testing.TB, pool *pgxpool.Pool) *pgxpool.Pool {
 }
 
 // TestConformance runs both conformance suites against the shared server
-// (FENCEKIT_POSTGRES_URL, Docker or a local instance) and against a
+// (FENCEKIT_POSTGRES_URL or a local instance) and against a
 // throwaway local instance of this test's own. Every check gets a fresh
 // schema.
 func TestConformance(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
+	"github.com/fencekit/fencekit/internal/testkit/require"
 
 	"github.com/fencekit/fencekit/adapters/postgres"
 	"github.com/fencekit/fencekit/fence"

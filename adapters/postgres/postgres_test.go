@@ -13,12 +13,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/fencekit/fencekit/adapters/postgres"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -93,12 +92,17 @@ func TestPutRaceTwoTokens(t *testing.T) {
 		for err := range errs {
 			t.Error(err)
 		}
-		assert.Zero(t, lateAfter.Load(), "writes with 33 accepted after a write with 34 had succeeded")
-		assert.Positive(t, accepted[1].Load())
+		if n := lateAfter.Load(); n != 0 {
+			t.Errorf("%d writes with 33 accepted after a write with 34 had succeeded", n)
+		}
+		if accepted[1].Load() <= 0 {
+			t.Errorf("no write with 34 was accepted")
+		}
 		rec, err := store.Get(ctx, key)
 		require.NoError(t, err)
-		assert.Equal(t, fence.Token(34), rec.Fence)
-		assert.Equal(t, "34", string(rec.Value))
+		if rec.Fence != fence.Token(34) || string(rec.Value) != "34" {
+			t.Errorf("final record: fence %d, value %q; want 34, %q", rec.Fence, rec.Value, "34")
+		}
 		require.ErrorIs(t, store.Put(ctx, key, 33, []byte("late")), fence.ErrStale)
 		t.Logf("round %d: accepted 33×%d, 34×%d", round, accepted[0].Load(), accepted[1].Load())
 	}
@@ -541,7 +545,9 @@ func TestMigrateConcurrently(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			assert.NoError(t, postgres.Migrate(ctx, pool, opts))
+			if err := postgres.Migrate(ctx, pool, opts); err != nil {
+				t.Errorf("concurrent Migrate: %v", err)
+			}
 		}()
 	}
 	wg.Wait()

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/stretchr/testify/require"
 
 	"github.com/fencekit/fencekit/adapters/postgres"
 	"github.com/fencekit/fencekit/fence"

@@ -6,11 +6,11 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/require"
 
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
 	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/internal/testkit/require"
 )
 
 // TestDeadlineBoundsEveryCall sends every call through a proxy that holds

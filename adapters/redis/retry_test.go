@@ -9,11 +9,11 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/require"
 
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
 )
 

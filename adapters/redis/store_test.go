@@ -5,11 +5,11 @@ import (
 	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/require"
 
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/internal/testkit/require"
 )
 
 // TestStoreExactTokens climbs through the tokens where a double or an

@@ -6,11 +6,11 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/require"
 
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -136,7 +136,8 @@ func TestStoreWaitReplicas(t *testing.T) {
 	require.ErrorIs(t, s.Put(ctx, "k", 4, []byte("late")), fence.ErrStale)
 
 	replica.Stop()
-	// In this order: the tokens rise, so none of the writes is stale.
+	// In token order: each write must be refused for replication, not as
+	// stale after a higher token (a map's random order made this flaky).
 	for _, w := range []struct {
 		op    string
 		write func() error

@@ -2,71 +2,53 @@ package testkit
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/testcontainers/testcontainers-go"
-	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 )
 
 // Environment variables that choose the PostgreSQL server for tests.
 const (
 	// PostgresURLEnv names a running server to use (step 1).
 	PostgresURLEnv = "FENCEKIT_POSTGRES_URL"
-	// PostgresImageEnv overrides the Docker image of step 2.
-	PostgresImageEnv = "FENCEKIT_POSTGRES_IMAGE"
 	// PostgresBinEnv names the directory holding initdb and postgres for
-	// step 3, when they are neither on PATH nor in a usual place.
+	// step 2, when they are neither on PATH nor in a usual place.
 	PostgresBinEnv = "FENCEKIT_POSTGRES_BIN"
 )
 
-// DefaultPostgresImage is the official image used when Docker is available
-// and FENCEKIT_POSTGRES_IMAGE is not set.
-const DefaultPostgresImage = "postgres:16-alpine"
+const postgresHow = "set FENCEKIT_POSTGRES_URL or install PostgreSQL server binaries"
 
-const postgresHow = "set FENCEKIT_POSTGRES_URL, run Docker, or install PostgreSQL server binaries"
-
-// sharedPostgres is the server PostgresURL found or started without an
-// environment URL: one per test binary, shared by every test in it. A Docker
-// container is removed by testcontainers' reaper when the binary exits; a
-// local instance by its watchdog (see startWatchdog).
+// sharedPostgres is the server PostgresURL started without an environment
+// URL: one per test binary, shared by every test in it, and removed by its
+// watchdog (see startWatchdog) when the binary exits.
 var sharedPostgres struct {
 	once   sync.Once
 	url    string
-	source string
 	err    error
 	server *PostgresServer // keeps the local instance and its watchdog pipe reachable
 }
 
 // PostgresURL returns the URL of a PostgreSQL server for t: the one named by
-// FENCEKIT_POSTGRES_URL; else a container, when a healthy Docker provider
-// answers quickly; else a throwaway local instance started from the server
-// binaries. The container or local instance is shared by every test of the
-// test binary, so tests must keep to their own schema (see Postgres). When
-// none is available, t is skipped, or failed under FENCEKIT_REQUIRE_BACKENDS=1.
+// FENCEKIT_POSTGRES_URL; else a throwaway local instance started from the
+// server binaries. The local instance is shared by every test of the test
+// binary, so tests must keep to their own schema (see Postgres). When
+// neither is available, t is skipped, or failed under
+// FENCEKIT_REQUIRE_BACKENDS=1.
 func PostgresURL(t testing.TB) string {
 	t.Helper()
 	if u := envURL(PostgresURLEnv); u != "" {
 		return u
 	}
 	sharedPostgres.once.Do(func() {
-		var dockerErr error
-		sharedPostgres.url, dockerErr = dockerPostgres()
-		if dockerErr == nil {
-			sharedPostgres.source = "docker"
-			return
-		}
 		srv, err := startLocalPostgres(nil)
 		if err != nil {
-			sharedPostgres.err = fmt.Errorf("docker: %v; local binaries: %w", dockerErr, err)
+			sharedPostgres.err = err
 			return
 		}
-		sharedPostgres.server, sharedPostgres.url, sharedPostgres.source = srv, srv.URL(), "local"
+		sharedPostgres.server, sharedPostgres.url = srv, srv.URL()
 	})
 	if sharedPostgres.err != nil {
 		t.Logf("testkit: no PostgreSQL: %v", sharedPostgres.err)
@@ -82,6 +64,12 @@ func PostgresURL(t testing.TB) string {
 func Postgres(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	return schemaPool(t, PostgresURL(t), false)
+}
+
+// PostgresAt is Postgres on the server at url instead of PostgresURL(t).
+func PostgresAt(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	return schemaPool(t, url, false)
 }
 
 // schemaPool creates a schema on the server at url and returns a pool that
@@ -150,69 +138,4 @@ func dropSchema(t testing.TB, url, schema string) {
 	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
 		t.Logf("testkit: drop schema %s: %v", schema, err)
 	}
-}
-
-// dockerPostgres starts a PostgreSQL container when a Docker provider is
-// reachable and healthy, and returns its URL. It checks cheaply first, so
-// that a machine without Docker costs nothing and logs nothing.
-func dockerPostgres() (url string, err error) {
-	if !dockerLikely() {
-		return "", errors.New("no Docker socket and no DOCKER_HOST")
-	}
-	defer func() {
-		// testcontainers panics in some setups without a usable Docker.
-		if r := recover(); r != nil {
-			url, err = "", fmt.Errorf("testcontainers panicked: %v", r)
-		}
-	}()
-	// Creating the provider may dial without a deadline of ours; bound the
-	// whole probe, and leave a stuck one behind rather than hang the tests.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	healthy := make(chan error, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				healthy <- fmt.Errorf("testcontainers panicked: %v", r)
-			}
-		}()
-		provider, err := testcontainers.ProviderDefault.GetProvider()
-		if err != nil {
-			healthy <- fmt.Errorf("docker provider: %w", err)
-			return
-		}
-		err = provider.Health(ctx)
-		_ = provider.Close()
-		healthy <- err
-	}()
-	select {
-	case err := <-healthy:
-		if err != nil {
-			return "", fmt.Errorf("docker provider unhealthy: %w", err)
-		}
-	case <-ctx.Done():
-		return "", errors.New("docker provider did not answer within 10s")
-	}
-
-	image := envURL(PostgresImageEnv)
-	if image == "" {
-		image = DefaultPostgresImage
-	}
-	runCtx, runCancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer runCancel()
-	ctr, err := tcpostgres.Run(runCtx, image,
-		tcpostgres.WithDatabase("test"),
-		tcpostgres.WithUsername("postgres"),
-		tcpostgres.WithPassword("postgres"),
-		tcpostgres.BasicWaitStrategies(),
-	)
-	if err != nil {
-		if ctr != nil {
-			_ = testcontainers.TerminateContainer(ctr)
-		}
-		return "", fmt.Errorf("postgres container %s: %w", image, err)
-	}
-	// The container lives as long as the test binary; testcontainers'
-	// reaper removes it afterwards.
-	return ctr.ConnectionString(runCtx, "sslmode=disable")
 }
