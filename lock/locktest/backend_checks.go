@@ -42,9 +42,7 @@ func BackendChecks() []Check {
 
 func checkAcquireFree(ctx context.Context, b lock.Backend, ns string) error {
 	name, a := ns+"l", owner()
-	var tok fence.Token
-	var err error
-	w := timed(func() { tok, err = acquire(ctx, b, name, a, longTTL) })
+	tok, w, err := acquireTimed(ctx, b, name, a, longTTL)
 	if err != nil {
 		return err
 	}
@@ -168,9 +166,7 @@ func checkReleaseFrees(ctx context.Context, b lock.Backend, ns string) error {
 
 func checkWrongOwnerRelease(ctx context.Context, b lock.Backend, ns string) error {
 	name, a := ns+"l", owner()
-	var tok fence.Token
-	var err error
-	w := timed(func() { tok, err = acquire(ctx, b, name, a, longTTL) })
+	tok, w, err := acquireTimed(ctx, b, name, a, longTTL)
 	if err != nil {
 		return err
 	}

@@ -114,6 +114,13 @@ func timed(op func()) window {
 	return w
 }
 
+// acquireTimed acquires name for owner and returns the token with the
+// window of the call that got it, for checks that judge a TTL against it.
+func acquireTimed(ctx context.Context, b lock.Backend, name, owner string, ttl time.Duration) (tok fence.Token, w window, err error) {
+	w = timed(func() { tok, err = acquire(ctx, b, name, owner, ttl) })
+	return tok, w, err
+}
+
 // expectLease fails unless Inspect reports owner holding name with token
 // and a remaining TTL that fits a lease granted (or renewed) for ttl by the
 // call in window granted.

@@ -103,9 +103,7 @@ func checkLongestInput(ctx context.Context, b lock.Backend, ns string) error {
 // another case is another owner.
 func checkOwnersExact(ctx context.Context, b lock.Backend, ns string) error {
 	name, a := ns+"l", owner()
-	var tok fence.Token
-	var err error
-	w := timed(func() { tok, err = acquire(ctx, b, name, a, longTTL) })
+	tok, w, err := acquireTimed(ctx, b, name, a, longTTL)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -14,9 +13,7 @@ import (
 // TTL it was granted with.
 func checkInspectRemaining(ctx context.Context, b lock.Backend, ns string) error {
 	name, a := ns+"l", owner()
-	var tok fence.Token
-	var err error
-	w := timed(func() { tok, err = acquire(ctx, b, name, a, longTTL) })
+	tok, w, err := acquireTimed(ctx, b, name, a, longTTL)
 	if err != nil {
 		return err
 	}
@@ -80,9 +77,7 @@ func checkExtendFromNow(ctx context.Context, b lock.Backend, ns string) error {
 // the holder's expiry as it was.
 func checkWrongOwnerExtendTTL(ctx context.Context, b lock.Backend, ns string) error {
 	name, a := ns+"l", owner()
-	var tok fence.Token
-	var err error
-	w := timed(func() { tok, err = acquire(ctx, b, name, a, longTTL) })
+	tok, w, err := acquireTimed(ctx, b, name, a, longTTL)
 	if err != nil {
 		return err
 	}
