@@ -20,13 +20,8 @@ func TestMigrateAddsMetadataColumn(t *testing.T) {
 	ctx := testCtx(t)
 	pool := testkit.Postgres(t)
 	// The lease table as earlier versions created it, with a live lease.
-	_, err := pool.Exec(ctx, `CREATE TABLE fencekit_leases (
-    name       text COLLATE "C" PRIMARY KEY,
-    owner      text,
-    token      bigint NOT NULL CHECK (token >= 1),
-    expires_at timestamptz
-)`)
-	require.NoError(t, err)
+	createPreviousLeaseTable(t, ctx, pool)
+	var err error
 	old := newOwner(t)
 	_, err = pool.Exec(ctx, `INSERT INTO fencekit_leases VALUES ('old', $1, 41, now() + interval '1 minute')`, old)
 	require.NoError(t, err)

@@ -25,6 +25,19 @@ func testCtx(t *testing.T) context.Context { return testkit.Context(t) }
 
 func newOwner(t *testing.T) string { return testkit.Owner(t) }
 
+// createPreviousLeaseTable creates the lease table as Migrate made it before
+// leases carried metadata and before Sweep, for the upgrade tests.
+func createPreviousLeaseTable(t *testing.T, ctx context.Context, pool *pgxpool.Pool) {
+	t.Helper()
+	_, err := pool.Exec(ctx, `CREATE TABLE fencekit_leases (
+    name       text COLLATE "C" PRIMARY KEY,
+    owner      text,
+    token      bigint NOT NULL CHECK (token >= 1),
+    expires_at timestamptz
+)`)
+	require.NoError(t, err)
+}
+
 // poll calls cond until it is true, failing t after 10 s.
 func poll(t *testing.T, what string, cond func() bool) {
 	t.Helper()

@@ -262,13 +262,8 @@ func TestSweepInvalidInput(t *testing.T) {
 func TestSweepOnPreviousSchema(t *testing.T) {
 	ctx := testCtx(t)
 	pool := testkit.Postgres(t)
-	_, err := pool.Exec(ctx, `CREATE TABLE fencekit_leases (
-    name       text COLLATE "C" PRIMARY KEY,
-    owner      text,
-    token      bigint NOT NULL CHECK (token >= 1),
-    expires_at timestamptz
-)`)
-	require.NoError(t, err)
+	createPreviousLeaseTable(t, ctx, pool)
+	var err error
 	// The previous Release cleared expires_at.
 	_, err = pool.Exec(ctx, `INSERT INTO fencekit_leases VALUES ('old', NULL, 7, NULL)`)
 	require.NoError(t, err)
