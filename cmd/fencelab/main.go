@@ -4,121 +4,18 @@
 //	go run ./cmd/fencelab                     # in-process backend
 //	go run ./cmd/fencelab -backend redis -redis-url redis://127.0.0.1:6379/0
 //	go run ./cmd/fencelab -backend postgres -postgres-url postgres://...
+//	go run ./cmd/fencelab chaos -backend redis -duration 30s
 //
 // Each scenario prints one line with what it observed. The command exits 1
 // when an outcome differs from the expected one, and 2 on a usage or setup
-// error.
+// error. The body is internal/lab, which adapters in modules of their own
+// reuse for a fencelab that also knows their backend.
 package main
 
 import (
-	"context"
-	"flag"
-	"fmt"
-	"io"
 	"os"
-	"sort"
-	"strings"
-	"time"
 
-	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/internal/lab"
 )
 
-// opener connects to a backend and returns its lock backend, its fenced
-// store, and a function that releases what it opened.
-type opener func(ctx context.Context) (lock.Backend, fence.Store, func(), error)
-
-var backends = map[string]opener{}
-
-// registerBackend makes a backend selectable with -backend name.
-func registerBackend(name string, open opener) { backends[name] = open }
-
-// subcommands run instead of the scenarios when named as the first argument
-// (fencelab chaos ...). Each returns the exit code.
-var subcommands = map[string]func(args []string) int{}
-
-var (
-	backendName = flag.String("backend", "memory", "where locks and fenced data live")
-	ttlFlag     = flag.Duration("ttl", 100*time.Millisecond, "lease TTL the scenarios use; pauses are a few TTLs long")
-	timeout     = flag.Duration("timeout", time.Minute, "bound on the whole run")
-)
-
-// backendNames lists the registered backends. Each backend_*.go file
-// registers itself in init, so adding one touches no other file.
-func backendNames() []string {
-	names := make([]string, 0, len(backends))
-	for n := range backends {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-func main() {
-	if len(os.Args) > 1 {
-		if sub, ok := subcommands[os.Args[1]]; ok {
-			os.Exit(sub(os.Args[2:]))
-		}
-	}
-	// The backends register in init, after package variables are set, so
-	// the list goes into the usage text here.
-	flag.Lookup("backend").Usage += ": " + strings.Join(backendNames(), "|")
-	flag.Parse()
-	os.Exit(runScenarios(os.Stdout, *backendName, *ttlFlag, *timeout))
-}
-
-// openBackend opens the named backend, or explains why it cannot.
-func openBackend(ctx context.Context, name string) (lock.Backend, fence.Store, func(), error) {
-	open, ok := backends[name]
-	if !ok {
-		var have []string
-		for n := range backends {
-			have = append(have, n)
-		}
-		sort.Strings(have)
-		return nil, nil, nil, fmt.Errorf("unknown backend %q (have: %s)", name, strings.Join(have, ", "))
-	}
-	return open(ctx)
-}
-
-func runScenarios(out io.Writer, name string, ttl time.Duration, limit time.Duration) int {
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	b, s, closeFn, err := openBackend(ctx, name)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "fencelab:", err)
-		return 2
-	}
-	defer closeFn()
-	lab := &lab{backend: b, store: s, client: lock.New(b, nil), ttl: ttl, prefix: "fencelab:" + runID() + ":"}
-	fmt.Fprintf(out, "fencelab on %s, lease TTL %v\n", name, ttl)
-	failed := 0
-	for i, sc := range scenarios {
-		res := sc.run(ctx, lab)
-		status := "ok"
-		if res.err != nil {
-			status = "ERROR: " + res.err.Error()
-			failed++
-		} else if res.mismatch != "" {
-			status = "MISMATCH: " + res.mismatch
-			failed++
-		}
-		fmt.Fprintf(out, "%d. %s: %s [%s]\n", i+1, sc.title, res.observed, status)
-	}
-	if failed > 0 {
-		fmt.Fprintf(out, "%d of %d scenarios did not behave as expected\n", failed, len(scenarios))
-		return 1
-	}
-	fmt.Fprintf(out, "all %d scenarios behaved as expected\n", len(scenarios))
-	return 0
-}
-
-// runID is a short random name for one run: hex digits, safe in a key or a
-// SQL identifier.
-func runID() string {
-	o, err := lock.NewOwner()
-	if err != nil {
-		return fmt.Sprint(time.Now().UnixNano())
-	}
-	return o[:12]
-}
+func main() { os.Exit(lab.Main(os.Args[1:])) }

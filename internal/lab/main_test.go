@@ -1,4 +1,4 @@
-package main
+package lab
 
 import (
 	"bytes"
@@ -39,7 +39,7 @@ func (s unfencedStore) Put(ctx context.Context, key string, _ fence.Token, v []b
 func (unfencedStore) Advance(context.Context, string, fence.Token) error { return nil }
 
 func TestScenariosDetectAnUnfencedStore(t *testing.T) {
-	registerBackend("unfenced-test", func(context.Context) (lock.Backend, fence.Store, func(), error) {
+	RegisterBackend("unfenced-test", func(context.Context) (lock.Backend, fence.Store, func(), error) {
 		return memory.NewBackend(), unfencedStore{memory.NewStore()}, func() {}, nil
 	})
 	defer delete(backends, "unfenced-test")

@@ -1,4 +1,4 @@
-package main
+package lab
 
 import (
 	"context"
@@ -18,7 +18,21 @@ var redisURL = flag.String("redis-url", "redis://127.0.0.1:6379/0",
 	"Redis URL for -backend redis; the run keeps its keys under a prefix of its own and deletes them afterwards")
 
 func init() {
-	registerBackend("redis", openRedis)
+	RegisterBackend("redis", openRedis)
+	RegisterProxied("redis", ProxiedBackend{
+		Target: func() (string, error) {
+			target, _, err := hostPort("redis", *redisURL, "6379")
+			return target, err
+		},
+		// openRedis cleans up with the same client, which reconnects
+		// after a cut; point it at the proxy.
+		Open: func(ctx context.Context, proxyAddr string) (lock.Backend, fence.Store, func(), error) {
+			raw := *redisURL
+			*redisURL = withHost(raw, proxyAddr)
+			defer func() { *redisURL = raw }()
+			return openRedis(ctx)
+		},
+	})
 }
 
 // openRedis connects to -redis-url and returns a Backend and a Store under a

@@ -1,4 +1,4 @@
-package main
+package lab
 
 import (
 	"context"
@@ -19,7 +19,7 @@ var postgresURL = flag.String("postgres-url", "postgres://postgres@127.0.0.1:543
 	"PostgreSQL URL for -backend postgres; the run uses a schema of its own and drops it afterwards")
 
 func init() {
-	registerBackend("postgres", openPostgres)
+	RegisterBackend("postgres", openPostgres)
 }
 
 // openPostgres creates a schema for this run (fencelab_ and random hex),

@@ -1,4 +1,4 @@
-package main
+package lab
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 )
 
 func init() {
-	registerBackend("memory", func(context.Context) (lock.Backend, fence.Store, func(), error) {
+	RegisterBackend("memory", func(context.Context) (lock.Backend, fence.Store, func(), error) {
 		return memory.NewBackend(), memory.NewStore(), func() {}, nil
 	})
 }

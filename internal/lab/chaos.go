@@ -1,4 +1,4 @@
-package main
+package lab
 
 import (
 	"context"
@@ -75,7 +75,7 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 	var network chaos.Network
 	var proxy *faultproxy.Proxy
 	backend, store, closeFn, err := func() (lock.Backend, fence.Store, func(), error) {
-		if _, known := backends[name]; !known || name == "memory" || !*faults {
+		if _, withProxy := proxied[name]; !withProxy || !*faults {
 			return openBackend(ctx, name)
 		}
 		p, opened, err := openBehindProxy(ctx, name)
@@ -136,47 +136,63 @@ type opened struct {
 	close   func()
 }
 
-// openBehindProxy starts a proxy in front of the server that -redis-url or
-// -postgres-url names, and opens the backend through it.
-func openBehindProxy(ctx context.Context, name string) (*faultproxy.Proxy, opened, error) {
-	var raw string
-	switch name {
-	case "redis":
-		raw = *redisURL
-	case "postgres":
-		raw = *postgresURL
-	default:
-		return nil, opened{}, fmt.Errorf("-faults: no proxy support for backend %q (use -faults=false)", name)
-	}
+// ProxiedBackend is how a chaos run puts the in-process fault proxy between
+// a backend's client and its server: Target names the server's host:port,
+// and Open opens the backend with its client connecting to proxyAddr
+// instead (schema or table setup may still use direct connections, which
+// the proxy's cuts cannot break).
+type ProxiedBackend struct {
+	Target func() (string, error)
+	Open   func(ctx context.Context, proxyAddr string) (lock.Backend, fence.Store, func(), error)
+}
+
+var proxied = map[string]ProxiedBackend{}
+
+// RegisterProxied makes `fencelab chaos -backend name` run behind the fault
+// proxy (the default, -faults). A backend registered only with
+// RegisterBackend runs chaos with -faults=false.
+func RegisterProxied(name string, p ProxiedBackend) { proxied[name] = p }
+
+// hostPort is the host:port of a URL, with the default port when it has
+// none.
+func hostPort(name, raw, defaultPort string) (string, *url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return nil, opened{}, fmt.Errorf("-faults needs the %s server as a URL with a host, not %q", name, raw)
+		return "", nil, fmt.Errorf("-faults needs the %s server as a URL with a host, not %q", name, raw)
 	}
-	target := u.Host
 	if u.Port() == "" {
-		port := "6379"
-		if name == "postgres" {
-			port = "5432"
-		}
-		target = net.JoinHostPort(u.Hostname(), port)
+		return net.JoinHostPort(u.Hostname(), defaultPort), u, nil
+	}
+	return u.Host, u, nil
+}
+
+// withHost is raw with its host:port replaced by addr.
+func withHost(raw, addr string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	u.Host = addr
+	return u.String()
+}
+
+// openBehindProxy starts a proxy in front of the named backend's server and
+// opens the backend through it.
+func openBehindProxy(ctx context.Context, name string) (*faultproxy.Proxy, opened, error) {
+	pb, ok := proxied[name]
+	if !ok {
+		return nil, opened{}, fmt.Errorf("-faults: no proxy support for backend %q (use -faults=false)", name)
+	}
+	target, err := pb.Target()
+	if err != nil {
+		return nil, opened{}, err
 	}
 	p, err := faultproxy.Start(target)
 	if err != nil {
 		return nil, opened{}, err
 	}
-	proxied := *u
-	proxied.Host = p.Addr()
 	var o opened
-	switch name {
-	case "redis":
-		// openRedis cleans up with the same client, which reconnects
-		// after a cut; point it at the proxy.
-		*redisURL = proxied.String()
-		o.backend, o.store, o.close, err = openBackend(ctx, name)
-		*redisURL = raw
-	case "postgres":
-		o, err = openPostgresProxied(ctx, raw, proxied.String())
-	}
+	o.backend, o.store, o.close, err = pb.Open(ctx, p.Addr())
 	if err != nil {
 		_ = p.Close()
 		return nil, opened{}, err

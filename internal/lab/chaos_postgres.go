@@ -1,4 +1,4 @@
-package main
+package lab
 
 import (
 	"context"
@@ -12,7 +12,25 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencekit/fencekit/adapters/postgres"
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock"
 )
+
+func init() {
+	RegisterProxied("postgres", ProxiedBackend{
+		Target: func() (string, error) {
+			target, _, err := hostPort("postgres", *postgresURL, "5432")
+			return target, err
+		},
+		Open: func(ctx context.Context, proxyAddr string) (lock.Backend, fence.Store, func(), error) {
+			o, err := openPostgresProxied(ctx, *postgresURL, withHost(*postgresURL, proxyAddr))
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			return o.backend, o.store, o.close, nil
+		},
+	})
+}
 
 // openPostgresProxied is openPostgres for a chaos run behind the proxy: the
 // pool the workers use goes through proxiedURL, while the schema is created
