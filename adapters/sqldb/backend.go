@@ -1,0 +1,283 @@
+package sqldb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock"
+)
+
+// Backend is a lock.Backend on a lease table with one row per lock name:
+// (name, owner, token, expires_at, metadata). Use it through lock.New.
+//
+// Expiry is decided by the database clock alone (MySQL: UTC_TIMESTAMP(6),
+// NOW(6) in UTC; PostgreSQL: statement_timestamp()), so clients need no
+// synchronised clocks. The token lives in the row and is raised by the same
+// statement that grants a lease, and rows are never deleted (Release only
+// clears the owner), so a name's tokens keep rising across releases,
+// expiries and server restarts. Do not delete rows by hand: that name's
+// tokens would start again from 1.
+//
+// Backend takes a *sql.DB, never a *sql.Tx: a token minted inside a
+// transaction that then rolls back would be minted again for the next
+// holder (two holders with one token), and a lock.Client calls its Backend
+// from several goroutines at once. Every call is one autocommit statement
+// (Acquire reads once more when the lock is held, for the remaining TTL),
+// and no session state is used, so any pooled connection will do.
+//
+// On MySQL the statements learn their outcome from LAST_INSERT_ID(expr),
+// returned in the reply, never from the affected-rows count, so the
+// driver's CLIENT_FOUND_ROWS setting (clientFoundRows in
+// go-sql-driver/mysql) changes nothing.
+type Backend struct {
+	d                                Dialect
+	db                               *sql.DB
+	err                              error
+	acquire, extend, release, lookup string
+}
+
+var _ lock.Backend = (*Backend)(nil)
+
+// NewBackend returns a Backend on db in dialect d with the lease table
+// named in opts (nil for the default fencekit_leases). The table must exist
+// (see Migrate). An unknown dialect, a malformed table name or a nil db is
+// reported by every method as an error matching fence.ErrInvalid, before
+// anything is sent.
+func NewBackend(db *sql.DB, d Dialect, opts *Options) *Backend {
+	_, table, err := opts.tables(d)
+	if err == nil && db == nil {
+		err = fence.Invalid("sqldb: nil *sql.DB")
+	}
+	if err != nil {
+		return &Backend{err: err}
+	}
+	b := &Backend{d: d, db: db}
+	if d == MySQL {
+		// Free (no owner), expired, or already ours: take it. The
+		// assignments run left to right, each seeing the ones before, so
+		// the token is computed first, from the old owner and expiry, and
+		// the owner is assigned before the expiry (whose condition then
+		// holds through owner = VALUES(owner) exactly when the lease was
+		// taken). Each condition is also right when the server assigns
+		// simultaneously (MariaDB's SIMULTANEOUS_ASSIGNMENT).
+		//
+		// The reply's LAST_INSERT_ID is the outcome: the token taken (1
+		// for a new row, from VALUES), or 0 when another owner holds the
+		// lock.
+		take := "(`owner` IS NULL OR `expires_at` <= UTC_TIMESTAMP(6) OR `owner` = VALUES(`owner`))"
+		b.acquire = fmt.Sprintf("INSERT INTO %[1]s (`name`, `owner`, `token`, `expires_at`, `metadata`)\n"+
+			"VALUES (?, ?, LAST_INSERT_ID(1), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, NULLIF(?, ''))\n"+
+			"ON DUPLICATE KEY UPDATE\n"+
+			"  `token` = IF(%[2]s,\n"+
+			"    LAST_INSERT_ID(IF(`owner` = VALUES(`owner`) AND `expires_at` > UTC_TIMESTAMP(6), `token`, `token` + 1)),\n"+
+			"    `token` + LAST_INSERT_ID(0 * `token`)),\n"+
+			"  `metadata` = IF(%[2]s, VALUES(`metadata`), `metadata`),\n"+
+			"  `owner` = IF(%[2]s, VALUES(`owner`), `owner`),\n"+
+			"  `expires_at` = IF(%[2]s, VALUES(`expires_at`), `expires_at`)", table, take)
+		// LAST_INSERT_ID(token) is evaluated only for the matched row:
+		// nonzero means done, whatever the affected-rows count says.
+		b.extend = fmt.Sprintf("UPDATE %s SET `expires_at` = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, `token` = LAST_INSERT_ID(`token`)\n"+
+			"WHERE `name` = ? AND `owner` = ? AND `expires_at` > UTC_TIMESTAMP(6)", table)
+		// The token stays: the next holder gets token+1.
+		b.release = fmt.Sprintf("UPDATE %s SET `owner` = NULL, `expires_at` = UTC_TIMESTAMP(6), `metadata` = NULL, `token` = LAST_INSERT_ID(`token`)\n"+
+			"WHERE `name` = ? AND `owner` = ? AND `expires_at` > UTC_TIMESTAMP(6)", table)
+		b.lookup = fmt.Sprintf("SELECT `owner`, `token`, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), `expires_at`), `metadata` FROM %s WHERE `name` = ?", table)
+		return b
+	}
+	// The statements of adapters/postgres (without its Sweep floor row),
+	// the TTL passed as microseconds.
+	b.acquire = fmt.Sprintf(`WITH taken AS (
+    INSERT INTO %[1]s AS l (name, owner, token, expires_at, metadata)
+    VALUES ($1, $2, 1, statement_timestamp() + $3 * interval '1 microsecond', NULLIF($4::text, ''))
+    ON CONFLICT (name) DO UPDATE SET
+        owner = EXCLUDED.owner,
+        token = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > statement_timestamp()
+                     THEN l.token ELSE l.token + 1 END,
+        expires_at = EXCLUDED.expires_at,
+        metadata = EXCLUDED.metadata
+    WHERE l.owner IS NULL OR l.expires_at <= statement_timestamp() OR l.owner = EXCLUDED.owner
+    RETURNING l.token
+)
+SELECT token, NULL::bigint FROM taken
+UNION ALL
+SELECT NULL, floor(extract(epoch FROM h.expires_at - clock_timestamp()) * 1000000)::bigint
+FROM %[1]s h
+WHERE h.name = $1 AND h.owner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM taken)`, table)
+	b.extend = fmt.Sprintf(`UPDATE %s SET expires_at = statement_timestamp() + $1 * interval '1 microsecond'
+WHERE name = $2 AND owner = $3 AND expires_at > statement_timestamp()`, table)
+	b.release = fmt.Sprintf(`UPDATE %s SET owner = NULL, expires_at = statement_timestamp(), metadata = NULL
+WHERE name = $1 AND owner = $2 AND expires_at > statement_timestamp()`, table)
+	b.lookup = fmt.Sprintf(`SELECT owner, token, floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint, metadata FROM %s WHERE name = $1`, table)
+	return b
+}
+
+// Acquire takes name for owner for ttl and returns a new token, above every
+// token issued for name before; or, when owner already holds it, extends the
+// lease to ttl and returns the same token. When another owner holds it, the
+// error is a *lock.HeldError with the remaining TTL.
+//
+// The holder metadata that ctx carries (lock.ContextWithMetadata) goes to
+// the row's metadata column as a parameter, replacing what a same-owner
+// Acquire stored before; Extend keeps it, Release clears it.
+func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
+	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
+	if err != nil {
+		return 0, err
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	where := fmt.Sprintf("acquire %q", name)
+	for attempt := 1; ; attempt++ {
+		token, held, err := b.tryAcquire(ctx, name, owner, ttl, md)
+		switch {
+		case err != nil && isConflict(err) && attempt < 3 && ctx.Err() == nil:
+			continue // the statement was undone whole: run it again
+		case err != nil:
+			return 0, wrapErr(where, err)
+		case token > 0:
+			return token, nil
+		case held > 0:
+			return 0, &lock.HeldError{Name: name, TTL: held}
+		}
+		// Held by someone else: find out for how long.
+		info, err := b.inspect(ctx, name)
+		if err != nil {
+			return 0, err
+		}
+		if info.Held || attempt >= 3 {
+			return 0, &lock.HeldError{Name: name, TTL: info.TTL}
+		}
+		// Released or expired in between: try again.
+	}
+}
+
+// tryAcquire runs the acquire statement once: the token taken, or (on
+// PostgreSQL) the holder's remaining TTL, or neither.
+func (b *Backend) tryAcquire(ctx context.Context, name, owner string, ttl time.Duration, md string) (fence.Token, time.Duration, error) {
+	micros := ttl.Microseconds()
+	if b.d == MySQL {
+		res, err := b.db.ExecContext(ctx, b.acquire, name, owner, micros, md)
+		if err != nil {
+			return 0, 0, err
+		}
+		id, err := res.LastInsertId()
+		return fence.Token(id), 0, err
+	}
+	var token, heldMicros sql.NullInt64
+	err := b.db.QueryRowContext(ctx, b.acquire, name, owner, micros, md).Scan(&token, &heldMicros)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, 0, nil
+	case err != nil:
+		return 0, 0, err
+	case token.Valid:
+		return fence.Token(token.Int64), 0, nil
+	case heldMicros.Valid && heldMicros.Int64 > 0:
+		return 0, time.Duration(heldMicros.Int64) * time.Microsecond, nil
+	}
+	return 0, 0, nil
+}
+
+// Extend renews owner's live lease on name to ttl from now. It never
+// re-creates a lease that expired or was released: then, or when another
+// owner holds the lock, it returns an error matching lock.ErrNotHeld.
+func (b *Backend) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
+	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
+		return err
+	}
+	return b.update(ctx, "extend", b.extend, name, ttl.Microseconds(), name, owner)
+}
+
+// Release frees name if owner holds a live lease on it, keeping the token
+// so that the next holder's is higher. Otherwise it returns an error
+// matching lock.ErrNotHeld and changes nothing.
+func (b *Backend) Release(ctx context.Context, name, owner string) error {
+	if err := lock.ValidateName(name, owner); err != nil {
+		return err
+	}
+	return b.update(ctx, "release", b.release, name, name, owner)
+}
+
+// update runs extend or release: one UPDATE of the owner's live row. On
+// MySQL the reply's LAST_INSERT_ID says whether it matched; on PostgreSQL
+// the row count does.
+func (b *Backend) update(ctx context.Context, op, query, name string, args ...any) error {
+	if b.err != nil {
+		return b.err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	where := fmt.Sprintf("%s %q", op, name)
+	for attempt := 1; ; attempt++ {
+		res, err := b.db.ExecContext(ctx, query, args...)
+		if err != nil {
+			if isConflict(err) && attempt < 3 && ctx.Err() == nil {
+				continue
+			}
+			return wrapErr(where, err)
+		}
+		var n int64
+		if b.d == MySQL {
+			n, err = res.LastInsertId()
+		} else {
+			n, err = res.RowsAffected()
+		}
+		if err != nil {
+			return wrapErr(where, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("sqldb: %s: %w", where, lock.ErrNotHeld)
+		}
+		return nil
+	}
+}
+
+// Inspect reports the holder of name, its token, remaining TTL (as the
+// database clock sees it) and metadata. A free lock reports Held false and
+// zero Owner, Token, TTL and Metadata.
+func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
+	if name == "" {
+		return lock.Info{}, fence.Invalid("empty lock name")
+	}
+	if err := fence.ValidateKey(name); err != nil {
+		return lock.Info{}, fmt.Errorf("lock name: %w", err)
+	}
+	if b.err != nil {
+		return lock.Info{}, b.err
+	}
+	if err := ctx.Err(); err != nil {
+		return lock.Info{}, err
+	}
+	return b.inspect(ctx, name)
+}
+
+func (b *Backend) inspect(ctx context.Context, name string) (lock.Info, error) {
+	var (
+		owner, md sql.NullString
+		token     int64
+		remaining sql.NullInt64
+	)
+	err := b.db.QueryRowContext(ctx, b.lookup, name).Scan(&owner, &token, &remaining, &md)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return lock.Info{Name: name}, nil
+	case err != nil:
+		return lock.Info{}, wrapErr(fmt.Sprintf("inspect %q", name), err)
+	}
+	if !owner.Valid || !remaining.Valid || remaining.Int64 <= 0 {
+		return lock.Info{Name: name}, nil
+	}
+	return lock.Info{
+		Name: name, Held: true, Owner: owner.String, Token: fence.Token(token),
+		TTL: time.Duration(remaining.Int64) * time.Microsecond, Metadata: md.String,
+	}, nil
+}

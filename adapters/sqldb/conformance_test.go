@@ -1,0 +1,42 @@
+package sqldb_test
+
+import (
+	"testing"
+
+	"github.com/fencekit/fencekit/adapters/sqldb"
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/fence/fencetest"
+	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/locktest"
+)
+
+// TestConformance runs both conformance suites, the linearizability check
+// and token monotonicity on MariaDB through go-sql-driver/mysql with its
+// default options and on PostgreSQL through pgx's database/sql driver; and
+// both conformance suites again on MariaDB with clientFoundRows=true (the
+// affected-rows setting that the MySQL statements must not depend on).
+// Every check gets fresh tables.
+func TestConformance(t *testing.T) {
+	for _, s := range servers(t) {
+		t.Run(s.name, func(t *testing.T) {
+			db := s.open(t, nil)
+			t.Run("Store", func(t *testing.T) {
+				fencetest.Run(t, func(t *testing.T) fence.Store {
+					return sqldb.NewStore(db, s.d, tables(t, db, s.d))
+				})
+			})
+			newBackend := func(t *testing.T) lock.Backend {
+				return sqldb.NewBackend(db, s.d, tables(t, db, s.d))
+			}
+			t.Run("Backend", func(t *testing.T) { locktest.Run(t, newBackend) })
+			if s.name == "mysql-foundrows" {
+				return // the rest does not look at affected rows
+			}
+			t.Run("Linearizable", func(t *testing.T) {
+				fencetest.Linearizable(t, sqldb.NewStore(db, s.d, tables(t, db, s.d)), nil)
+			})
+			t.Run("Monotonic", func(t *testing.T) { locktest.Monotonic(t, newBackend) })
+			t.Run("Metadata", func(t *testing.T) { locktest.RunMetadata(t, newBackend) })
+		})
+	}
+}

@@ -1,0 +1,44 @@
+package sqldb
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/fencekit/fencekit/fence"
+)
+
+// Guard fences a caller's own transaction (a *sql.Tx from database/sql,
+// GORM, sqlx or ent), whatever tables it writes. Call Check inside the
+// transaction with the lease's token, first, before the transaction reads
+// what it will write. Check raises the resource's fence in the store table
+// and keeps that row locked until the transaction ends, so a holder with an
+// older token is refused, and a newer holder's Check waits until this
+// transaction has committed or rolled back.
+//
+// Resources are rows of the store table (Options.StoreTable), so they share
+// the key space and fences of a Store on the same table: Check(resource, t)
+// is Store.Advance(resource, t) run inside the transaction.
+type Guard struct {
+	f *fencer
+}
+
+// NewGuard returns a Guard in dialect d on the store table named in opts
+// (nil for the default fencekit_store; see Migrate). An unknown dialect or
+// a malformed table name is reported by Check as an error matching
+// fence.ErrInvalid.
+func NewGuard(d Dialect, opts *Options) *Guard { return &Guard{f: newFencer(d, opts)} }
+
+// Check raises resource's fence to token inside tx, and holds the row lock
+// until tx ends. When token is older than the fence it returns a
+// *fence.StaleError (matching fence.ErrStale) and changes nothing: roll tx
+// back, since another holder has taken over. When the server ends the
+// statement because of a concurrent transaction (a deadlock or a lock wait
+// timeout on MySQL, a serialization failure or deadlock on PostgreSQL) it
+// returns a *ConflictError matching ErrConflict, never a silent success:
+// roll back and retry the whole transaction.
+func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token fence.Token) error {
+	if tx == nil {
+		return fence.Invalid("sqldb: guard check: nil transaction")
+	}
+	return g.f.write(ctx, tx, false, "guard check", g.f.adv, resource, token, nil)
+}

@@ -1,0 +1,149 @@
+package sqldb_test
+
+import (
+	"context"
+	"database/sql"
+	"net"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/fencekit/fencekit/adapters/sqldb"
+	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
+	"github.com/fencekit/fencekit/internal/testkit"
+)
+
+// server is one configuration the tests run on: a dialect, and how to open
+// a *sql.DB on a database of the test's own (optionally through dial).
+type server struct {
+	name string
+	d    sqldb.Dialect
+	addr string // host:port, for the fault kits
+	open func(t testing.TB, dial faultproxy.DialFunc) *sql.DB
+}
+
+// servers returns the configurations every conformance test runs on:
+// MariaDB (FENCEKIT_MYSQL_URL) with go-sql-driver/mysql's defaults and with
+// clientFoundRows=true, and PostgreSQL through pgx's database/sql driver
+// with its defaults.
+func servers(t *testing.T) []server {
+	return []server{mysqlServer(t, "mysql", nil), mysqlServer(t, "mysql-foundrows", func(c *mysql.Config) { c.ClientFoundRows = true }), pgServer(t)}
+}
+
+// mysqlServer opens databases on a fresh database of t's, created on first
+// use, with cfg changed by mutate.
+func mysqlServer(t *testing.T, name string, mutate func(*mysql.Config)) server {
+	var cfg *mysql.Config
+	get := func(tb testing.TB) *mysql.Config {
+		if cfg == nil {
+			cfg = testkit.MySQLConfig(t)
+		}
+		c := cfg.Clone()
+		if mutate != nil {
+			mutate(c)
+		}
+		return c
+	}
+	s := server{name: name, d: sqldb.MySQL}
+	s.open = func(tb testing.TB, dial faultproxy.DialFunc) *sql.DB {
+		c := get(tb)
+		if dial != nil {
+			c.DialFunc = dial
+		}
+		return testkit.OpenMySQL(tb, c)
+	}
+	return s
+}
+
+// pgServer opens pools of pgx's database/sql driver on a schema of t's own.
+func pgServer(t *testing.T) server {
+	var dsn string
+	s := server{name: "pgx-stdlib", d: sqldb.PostgreSQL}
+	s.open = func(tb testing.TB, dial faultproxy.DialFunc) *sql.DB {
+		if dsn == "" {
+			dsn = pgSchema(t)
+		}
+		cfg, err := pgx.ParseConfig(dsn)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if dial != nil {
+			cfg.DialFunc = dial
+		}
+		db := stdlib.OpenDB(*cfg)
+		tb.Cleanup(func() { _ = db.Close() })
+		return db
+	}
+	return s
+}
+
+// pgSchema creates a schema on the PostgreSQL server of testkit, dropped
+// when t ends, and returns a URL whose connections use it as search_path.
+func pgSchema(t testing.TB) string {
+	t.Helper()
+	base := testkit.PostgresURL(t)
+	ns := testkit.Namespace(t)
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := admin.ExecContext(ctx, "CREATE SCHEMA "+ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = admin.ExecContext(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", ns)
+		if _, err := admin.ExecContext(ctx, "DROP SCHEMA IF EXISTS "+ns+" CASCADE"); err != nil {
+			t.Logf("drop schema %s: %v", ns, err)
+		}
+		_ = admin.Close()
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", ns)
+	q.Set("application_name", ns)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// addr returns the host:port s's connections go to.
+func (s server) address(t testing.TB) string {
+	if s.d == sqldb.MySQL {
+		cfg, err := mysql.ParseDSN(testkit.MySQLURL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Addr
+	}
+	cfg, err := pgx.ParseConfig(testkit.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+}
+
+// tables migrates a fresh pair of tables on db and returns their Options.
+func tables(t testing.TB, db *sql.DB, d sqldb.Dialect) *sqldb.Options {
+	t.Helper()
+	ns := testkit.Namespace(t)
+	opts := &sqldb.Options{StoreTable: sqldb.Identifier{ns + "_store"}, LeaseTable: sqldb.Identifier{ns + "_leases"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := sqldb.Migrate(ctx, db, d, opts); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return opts
+}
+
+func testCtx(t testing.TB) context.Context { return testkit.Context(t) }

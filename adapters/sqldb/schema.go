@@ -1,0 +1,176 @@
+package sqldb
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/fencekit/fencekit/fence"
+)
+
+// Default table names.
+const (
+	DefaultStoreTable = "fencekit_store"
+	DefaultLeaseTable = "fencekit_leases"
+)
+
+// Options configures where the tables live. A nil *Options means the
+// defaults.
+type Options struct {
+	// StoreTable is the table of Store and Guard, optionally qualified
+	// with a database (MySQL) or schema (PostgreSQL):
+	// Identifier{"app", "fences"}. Default fencekit_store.
+	StoreTable Identifier
+	// LeaseTable is the table of Backend; default fencekit_leases.
+	LeaseTable Identifier
+}
+
+// identifiers returns the two table names with the defaults applied.
+func (o *Options) identifiers() (store, leases Identifier) {
+	if o != nil {
+		store, leases = o.StoreTable, o.LeaseTable
+	}
+	if len(store) == 0 {
+		store = Identifier{DefaultStoreTable}
+	}
+	if len(leases) == 0 {
+		leases = Identifier{DefaultLeaseTable}
+	}
+	return store, leases
+}
+
+// tables returns the quoted table names for d, or an error matching
+// fence.ErrInvalid for an unknown dialect, a malformed name, or one table
+// named as both.
+func (o *Options) tables(d Dialect) (store, leases string, err error) {
+	if err := d.valid(); err != nil {
+		return "", "", err
+	}
+	so, lo := o.identifiers()
+	if store, err = d.quote(so); err != nil {
+		return "", "", fmt.Errorf("sqldb: StoreTable: %w", err)
+	}
+	if leases, err = d.quote(lo); err != nil {
+		return "", "", fmt.Errorf("sqldb: LeaseTable: %w", err)
+	}
+	if store == leases {
+		return "", "", sameTable(store)
+	}
+	return store, leases, nil
+}
+
+func sameTable(name string) error {
+	return fence.Invalid("sqldb: StoreTable and LeaseTable are both %s; the Store and the Backend need a table each", name)
+}
+
+// MigrateSQL returns the statements Migrate runs for d and opts, one per
+// element, for review or for your own migration tool.
+//
+// MySQL: keys, lock names and owners are VARBINARY, so they compare byte
+// by byte whatever the server's collation (case, trailing spaces and
+// Unicode normalization forms make distinct keys); the 1024-byte key
+// (fence.MaxKeyLen) fits InnoDB's 3072-byte index limit with ROW_FORMAT
+// DYNAMIC. Expiry is a DATETIME(6) in UTC (UTC_TIMESTAMP(6)), so sessions
+// with different time_zone settings agree. PostgreSQL: the schema of
+// adapters/postgres (text COLLATE "C" keys, bytea values).
+func MigrateSQL(d Dialect, opts *Options) ([]string, error) {
+	store, leases, err := opts.tables(d)
+	if err != nil {
+		return nil, err
+	}
+	if d == MySQL {
+		return []string{
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+				"    `key`   VARBINARY(1024) NOT NULL PRIMARY KEY,\n"+
+				"    `value` LONGBLOB NULL,\n"+
+				"    `fence` BIGINT NOT NULL CHECK (`fence` >= 1)\n"+
+				") ENGINE=InnoDB ROW_FORMAT=DYNAMIC", store),
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
+				"    `name`       VARBINARY(1024) NOT NULL PRIMARY KEY,\n"+
+				"    `owner`      VARBINARY(1024) NULL,\n"+
+				"    `token`      BIGINT NOT NULL CHECK (`token` >= 1),\n"+
+				"    `expires_at` DATETIME(6) NULL,\n"+
+				"    `metadata`   VARBINARY(1024) NULL\n"+
+				") ENGINE=InnoDB ROW_FORMAT=DYNAMIC", leases),
+		}, nil
+	}
+	return []string{
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+    key   text COLLATE "C" PRIMARY KEY,
+    value bytea,
+    fence bigint NOT NULL CHECK (fence >= 1)
+)`, store),
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+    name       text COLLATE "C" PRIMARY KEY,
+    owner      text,
+    token      bigint NOT NULL CHECK (token >= 1),
+    expires_at timestamptz,
+    metadata   text
+)`, leases),
+	}, nil
+}
+
+// Migrate creates the store and lease tables if they do not exist. It is
+// idempotent, and safe to run from several processes at once (CREATE TABLE
+// IF NOT EXISTS, statement by statement, so no multi-statement driver
+// option is needed). A database or schema named in Options must exist.
+//
+// Options whose two names denote one table (equal names, or a qualified
+// and an unqualified name that resolve to the same table) are refused with
+// an error matching fence.ErrInvalid, and nothing is created.
+func Migrate(ctx context.Context, db *sql.DB, d Dialect, opts *Options) error {
+	if db == nil {
+		return fence.Invalid("sqldb: migrate: nil *sql.DB")
+	}
+	stmts, err := MigrateSQL(d, opts)
+	if err != nil {
+		return err
+	}
+	if err := checkDistinctTables(ctx, db, d, opts); err != nil {
+		return err
+	}
+	for _, s := range stmts {
+		if _, err := db.ExecContext(ctx, s); err != nil {
+			return wrapErr("migrate", err)
+		}
+	}
+	return nil
+}
+
+// checkDistinctTables refuses two names that resolve to one table: the
+// same database or schema (an unqualified name is in the connection's
+// current one) and the same table name (compared without case when MySQL's
+// lower_case_table_names folds it). Every name is a parameter.
+func checkDistinctTables(ctx context.Context, db *sql.DB, d Dialect, opts *Options) error {
+	so, lo := opts.identifiers()
+	split := func(id Identifier) (schema sql.NullString, table string) {
+		if len(id) == 2 {
+			return sql.NullString{String: id[0], Valid: true}, id[1]
+		}
+		return sql.NullString{}, id[0]
+	}
+	ss, st := split(so)
+	ls, lt := split(lo)
+	var q string
+	if d == MySQL {
+		q = `SELECT COALESCE(?, DATABASE()) <=> COALESCE(?, DATABASE())
+  AND IF(@@lower_case_table_names = 0, CAST(? AS BINARY) = CAST(? AS BINARY), LOWER(?) = LOWER(?))`
+	} else {
+		q = `SELECT coalesce($1::text, current_schema()) = coalesce($2::text, current_schema()) AND $3::text = $4::text`
+	}
+	args := []any{ss, ls, st, lt}
+	if d == MySQL {
+		args = append(args, st, lt)
+	}
+	var same sql.NullBool
+	if err := db.QueryRowContext(ctx, q, args...).Scan(&same); err != nil {
+		return wrapErr("migrate: compare table names", err)
+	}
+	if same.Valid && same.Bool {
+		s, _ := d.quote(so)
+		l, _ := d.quote(lo)
+		return sameTable(strings.Join([]string{s, l}, " and "))
+	}
+	return nil
+}
