@@ -1,0 +1,322 @@
+package sqldb_test
+
+import (
+	"database/sql"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/fencekit/fencekit/adapters/sqldb"
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/internal/testkit/require"
+	"github.com/fencekit/fencekit/lock"
+)
+
+// TestKeysByteExact: keys and lock names differing only in case, a
+// trailing space or Unicode normalization form are distinct; a key of
+// fence.MaxKeyLen bytes is stored and found, and one byte more is refused
+// before anything is sent.
+func TestKeysByteExact(t *testing.T) {
+	for _, s := range servers(t)[:3:3] {
+		if s.name == "mysql-foundrows" {
+			continue
+		}
+		t.Run(s.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			db := s.open(t, nil)
+			opts := tables(t, db, s.d)
+			st := sqldb.NewStore(db, s.d, opts)
+			long := strings.Repeat("é", fence.MaxKeyLen/2) // 1024 bytes
+			longToo := long[:fence.MaxKeyLen-2] + "è"
+			keys := []string{"Key", "key", "KEY", "a", "a ", "a  ", "\u00e9", "e\u0301", "ß", "ss", long, longToo}
+			for i, k := range keys {
+				require.NoError(t, st.Put(ctx, k, fence.Token(i+1), []byte(k)))
+			}
+			for i, k := range keys {
+				rec, err := st.Get(ctx, k)
+				require.NoError(t, err)
+				require.Equal(t, k, string(rec.Value))
+				require.Equal(t, fence.Token(i+1), rec.Fence)
+			}
+			require.ErrorIs(t, st.Put(ctx, long+"x", 1, nil), fence.ErrInvalid)
+
+			b := sqldb.NewBackend(db, s.d, opts)
+			owner := testkit.Owner(t)
+			for _, name := range []string{"Lock", "lock", "lock ", long} {
+				tok, err := b.Acquire(ctx, name, owner, time.Minute)
+				require.NoError(t, err)
+				require.Equal(t, fence.Token(1), tok)
+			}
+		})
+	}
+}
+
+// TestEqualWriteIsNotStale: writes that change nothing (the same token and
+// value again) succeed under both affected-rows settings, on one
+// connection, so that a refusal's LAST_INSERT_ID cannot leak into the next
+// statement's outcome either.
+func TestEqualWriteIsNotStale(t *testing.T) {
+	for _, foundRows := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "clientFoundRows"}[foundRows], func(t *testing.T) {
+			ctx := testCtx(t)
+			cfg := testkit.MySQLConfig(t)
+			cfg.ClientFoundRows = foundRows
+			db := testkit.OpenMySQL(t, cfg)
+			db.SetMaxOpenConns(1)
+			opts := tables(t, db, sqldb.MySQL)
+			st := sqldb.NewStore(db, sqldb.MySQL, opts)
+			require.NoError(t, st.Put(ctx, "k", 5, []byte("v")))
+			require.NoError(t, st.Put(ctx, "k", 5, []byte("v")))
+			require.ErrorIs(t, st.Put(ctx, "k", 4, []byte("v")), fence.ErrStale)
+			require.NoError(t, st.Advance(ctx, "k", 5)) // after a refusal on the same connection
+			require.NoError(t, st.Delete(ctx, "k", 5))
+			require.NoError(t, st.Delete(ctx, "k", 5))
+			var se *fence.StaleError
+			require.ErrorAs(t, st.Advance(ctx, "k", 3), &se)
+			require.Equal(t, fence.StaleError{Key: "k", Token: 3, Fence: 5}, *se)
+
+			b := sqldb.NewBackend(db, sqldb.MySQL, opts)
+			owner := testkit.Owner(t)
+			tok, err := b.Acquire(ctx, "l", owner, time.Hour)
+			require.NoError(t, err)
+			_, err = b.Acquire(ctx, "l", testkit.Owner(t), time.Hour)
+			require.ErrorIs(t, err, lock.ErrHeld)
+			again, err := b.Acquire(ctx, "l", owner, time.Hour) // same owner after a refusal
+			require.NoError(t, err)
+			require.Equal(t, tok, again)
+			require.NoError(t, b.Extend(ctx, "l", owner, time.Hour))
+			require.NoError(t, b.Extend(ctx, "l", owner, time.Hour))
+			require.NoError(t, b.Release(ctx, "l", owner))
+			require.ErrorIs(t, b.Release(ctx, "l", owner), lock.ErrNotHeld)
+			require.ErrorIs(t, b.Extend(ctx, "l", owner, time.Hour), lock.ErrNotHeld)
+
+			// UpdateFenced that sets what the row holds already.
+			_, err = db.ExecContext(ctx, "CREATE TABLE acct (id INT PRIMARY KEY, bal INT, fence BIGINT)")
+			require.NoError(t, err)
+			_, err = db.ExecContext(ctx, "INSERT INTO acct VALUES (1, 10, 7)")
+			require.NoError(t, err)
+			tx, err := db.BeginTx(ctx, nil)
+			require.NoError(t, err)
+			row := sqldb.Row{Table: sqldb.Identifier{"acct"}, Key: sqldb.Match{"id": 1}}
+			require.NoError(t, sqldb.UpdateFenced(ctx, tx, sqldb.MySQL, row, 7, map[string]any{"bal": 10}))
+			require.ErrorIs(t, sqldb.UpdateFenced(ctx, tx, sqldb.MySQL, row, 6, map[string]any{"bal": 10}), fence.ErrStale)
+			require.NoError(t, tx.Commit())
+		})
+	}
+}
+
+// TestGuardDeadlockIsConflict: two transactions that Check two resources
+// in opposite orders deadlock; the server's victim gets an error matching
+// ErrConflict (MySQL error 1213, PostgreSQL 40P01), never success, and the
+// other transaction goes on.
+func TestGuardDeadlockIsConflict(t *testing.T) {
+	for _, s := range []server{mysqlServer(t, "mysql", nil), pgServer(t)} {
+		t.Run(s.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			db := s.open(t, nil)
+			g := sqldb.NewGuard(s.d, tables(t, db, s.d))
+			tx1, err := db.BeginTx(ctx, nil)
+			require.NoError(t, err)
+			defer tx1.Rollback() //nolint:errcheck
+			tx2, err := db.BeginTx(ctx, nil)
+			require.NoError(t, err)
+			defer tx2.Rollback() //nolint:errcheck
+			require.NoError(t, g.Check(ctx, tx1, "a", 5))
+			require.NoError(t, g.Check(ctx, tx2, "b", 6))
+			errs := make(chan error, 2)
+			go func() { errs <- g.Check(ctx, tx1, "b", 5) }()
+			go func() { errs <- g.Check(ctx, tx2, "a", 6) }()
+			var conflicts int
+			for range 2 {
+				err := <-errs
+				switch {
+				case errors.Is(err, sqldb.ErrConflict):
+					conflicts++
+					var ce *sqldb.ConflictError
+					require.ErrorAs(t, err, &ce)
+					require.True(t, lock.Retryable(err), "a conflict is retryable")
+					// The victim is gone: roll it back, so the other goes on.
+					_ = tx1.Rollback()
+					_ = tx2.Rollback()
+				case err != nil && !errors.Is(err, fence.ErrStale):
+					// The survivor may find the victim's fence (6 on b)
+					// undone or, on PostgreSQL, already undone: success;
+					// a stale refusal is also a correct outcome for tx1.
+					t.Fatalf("unexpected error after a deadlock: %v", err)
+				}
+			}
+			require.Equal(t, 1, conflicts)
+		})
+	}
+}
+
+// TestGuardLockWaitTimeoutIsConflict: a Check that waits on another
+// transaction's row lock past innodb_lock_wait_timeout fails with
+// ErrConflict (MySQL error 1205), not success.
+func TestGuardLockWaitTimeoutIsConflict(t *testing.T) {
+	ctx := testCtx(t)
+	db := testkit.MySQL(t)
+	g := sqldb.NewGuard(sqldb.MySQL, tables(t, db, sqldb.MySQL))
+	holder, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer holder.Rollback() //nolint:errcheck
+	require.NoError(t, g.Check(ctx, holder, "r", 5))
+
+	waiter, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer waiter.Rollback() //nolint:errcheck
+	_, err = waiter.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1")
+	require.NoError(t, err)
+	err = g.Check(ctx, waiter, "r", 6)
+	require.ErrorIs(t, err, sqldb.ErrConflict)
+	require.NotErrorIs(t, err, fence.ErrStale)
+	require.True(t, strings.Contains(err.Error(), "1205"), "the driver's error is kept: %v", err)
+}
+
+// TestGuardHoldsRowLockUntilCommit: a newer holder's Check waits for the
+// older transaction; once it commits, the newer one proceeds and the
+// older token is refused from then on.
+func TestGuardHoldsRowLockUntilCommit(t *testing.T) {
+	for _, s := range []server{mysqlServer(t, "mysql", nil), pgServer(t)} {
+		t.Run(s.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			db := s.open(t, nil)
+			opts := tables(t, db, s.d)
+			g := sqldb.NewGuard(s.d, opts)
+			old, err := db.BeginTx(ctx, nil)
+			require.NoError(t, err)
+			require.NoError(t, g.Check(ctx, old, "r", 5))
+			done := make(chan error, 1)
+			newer, err := db.BeginTx(ctx, nil)
+			require.NoError(t, err)
+			defer newer.Rollback() //nolint:errcheck
+			go func() { done <- g.Check(ctx, newer, "r", 6) }()
+			select {
+			case err := <-done:
+				t.Fatalf("newer Check returned %v while the older transaction held the row", err)
+			case <-time.After(200 * time.Millisecond):
+			}
+			require.NoError(t, old.Commit())
+			require.NoError(t, <-done)
+			require.NoError(t, newer.Commit())
+			late, err := db.BeginTx(ctx, nil)
+			require.NoError(t, err)
+			defer late.Rollback() //nolint:errcheck
+			require.ErrorIs(t, g.Check(ctx, late, "r", 5), fence.ErrStale)
+			rec, err := sqldb.NewStore(db, s.d, opts).Get(ctx, "r")
+			require.ErrorIs(t, err, fence.ErrNotFound)
+			require.Equal(t, fence.Token(6), rec.Fence)
+		})
+	}
+}
+
+// TestBackendDatabaseClock: the expiry follows the server's clock, and two
+// sessions with different time_zone settings see the same lease.
+func TestBackendDatabaseClock(t *testing.T) {
+	ctx := testCtx(t)
+	cfg := testkit.MySQLConfig(t)
+	east, west := cfg.Clone(), cfg.Clone()
+	east.Params = map[string]string{"time_zone": "'+09:00'"}
+	west.Params = map[string]string{"time_zone": "'-07:00'"}
+	dbE, dbW := testkit.OpenMySQL(t, east), testkit.OpenMySQL(t, west)
+	opts := tables(t, dbE, sqldb.MySQL)
+	bE, bW := sqldb.NewBackend(dbE, sqldb.MySQL, opts), sqldb.NewBackend(dbW, sqldb.MySQL, opts)
+	a, b := testkit.Owner(t), testkit.Owner(t)
+	tok, err := bE.Acquire(ctx, "l", a, time.Minute)
+	require.NoError(t, err)
+	info, err := bW.Inspect(ctx, "l")
+	require.NoError(t, err)
+	require.True(t, info.Held && info.Owner == a && info.Token == tok, "west sees %+v", info)
+	require.True(t, info.TTL > 50*time.Second && info.TTL <= time.Minute, "TTL %v from another time zone", info.TTL)
+	_, err = bW.Acquire(ctx, "l", b, time.Minute)
+	var held *lock.HeldError
+	require.ErrorAs(t, err, &held)
+	require.True(t, held.TTL > 50*time.Second, "held TTL %v", held.TTL)
+
+	// A short lease expires by the server's clock, and the next holder's
+	// token is higher.
+	require.NoError(t, bE.Release(ctx, "l", a))
+	_, err = bE.Acquire(ctx, "short", a, 50*time.Millisecond)
+	require.NoError(t, err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tok2, err := bW.Acquire(ctx, "short", b, time.Minute)
+		if err == nil {
+			require.Equal(t, fence.Token(2), tok2)
+			break
+		}
+		require.ErrorIs(t, err, lock.ErrHeld)
+		require.True(t, time.Now().Before(deadline), "a 50ms lease still held after 10s")
+		time.Sleep(10 * time.Millisecond) // poll interval
+	}
+	require.ErrorIs(t, bE.Extend(ctx, "short", a, time.Minute), lock.ErrNotHeld)
+}
+
+// TestServerCodeFromDrivers: the drivers' own error types for a deadlock,
+// a lock wait timeout and a serialization failure match ErrConflict, and
+// other server errors do not.
+func TestServerCodeFromDrivers(t *testing.T) {
+	ctx := testCtx(t)
+	for _, c := range []struct {
+		err      error
+		conflict bool
+	}{
+		{&mysql.MySQLError{Number: 1213, Message: "Deadlock found"}, true},
+		{&mysql.MySQLError{Number: 1205, Message: "Lock wait timeout exceeded"}, true},
+		{&mysql.MySQLError{Number: 1146, Message: "Table doesn't exist"}, false},
+		{&pgconn.PgError{Code: "40001"}, true},
+		{&pgconn.PgError{Code: "40P01"}, true},
+		{&pgconn.PgError{Code: "42P01"}, false},
+	} {
+		db := sql.OpenDB(failing{c.err})
+		err := sqldb.NewStore(db, sqldb.MySQL, nil).Put(ctx, "k", 1, nil)
+		require.Equal(t, c.conflict, errors.Is(err, sqldb.ErrConflict), "%v", err)
+		require.Equal(t, c.conflict, lock.Retryable(err), "retryable %v", err)
+		require.ErrorIs(t, err, c.err)
+		_ = db.Close()
+	}
+	// A missing table on the real server is permanent.
+	db := testkit.MySQL(t)
+	err := sqldb.NewStore(db, sqldb.MySQL, nil).Put(ctx, "k", 1, nil)
+	require.Error(t, err)
+	require.False(t, lock.Retryable(err), "missing table retryable: %v", err)
+	var me *mysql.MySQLError
+	require.ErrorAs(t, err, &me)
+}
+
+// TestIdentifiersQuoted: table and column names that need quoting work,
+// one table named as both is refused, and malformed names get ErrInvalid.
+func TestIdentifiersQuoted(t *testing.T) {
+	for _, s := range []server{mysqlServer(t, "mysql", nil), pgServer(t)} {
+		t.Run(s.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			db := s.open(t, nil)
+			opts := &sqldb.Options{StoreTable: sqldb.Identifier{"st`\"; DROP TABLE x; --"}, LeaseTable: sqldb.Identifier{"le`a\"se"}}
+			require.NoError(t, sqldb.Migrate(ctx, db, s.d, opts))
+			require.NoError(t, sqldb.Migrate(ctx, db, s.d, opts)) // idempotent
+			st := sqldb.NewStore(db, s.d, opts)
+			require.NoError(t, st.Put(ctx, "k'; --", 1, []byte("v")))
+			rec, err := st.Get(ctx, "k'; --")
+			require.NoError(t, err)
+			require.Equal(t, "v", string(rec.Value))
+			_, err = sqldb.NewBackend(db, s.d, opts).Acquire(ctx, "n", testkit.Owner(t), time.Minute)
+			require.NoError(t, err)
+
+			same := &sqldb.Options{StoreTable: sqldb.Identifier{"x"}, LeaseTable: sqldb.Identifier{"x"}}
+			require.ErrorIs(t, sqldb.Migrate(ctx, db, s.d, same), fence.ErrInvalid)
+			var current string
+			q := "SELECT DATABASE()"
+			if s.d == sqldb.PostgreSQL {
+				q = "SELECT current_schema()"
+			}
+			require.NoError(t, db.QueryRowContext(ctx, q).Scan(&current))
+			qualified := &sqldb.Options{StoreTable: sqldb.Identifier{current, "y"}, LeaseTable: sqldb.Identifier{"y"}}
+			require.ErrorIs(t, sqldb.Migrate(ctx, db, s.d, qualified), fence.ErrInvalid)
+		})
+	}
+}
