@@ -94,9 +94,18 @@ func TestBadInputNothingSent(t *testing.T) {
 		sqldb.Migrate(ctx, db, 0, nil),
 		sqldb.Migrate(ctx, nil, sqldb.MySQL, nil),
 		sqldb.Migrate(ctx, db, sqldb.MySQL, same),
-		func() error { _, err := sqldb.NewBackend(db, sqldb.MySQL, nil).Acquire(ctx, "n", owner, time.Microsecond); return err }(),
-		func() error { _, err := sqldb.NewBackend(db, sqldb.MySQL, nil).Acquire(ctx, "", owner, time.Second); return err }(),
-		func() error { _, err := sqldb.NewBackend(nil, sqldb.MySQL, nil).Acquire(ctx, "n", owner, time.Second); return err }(),
+		func() error {
+			_, err := sqldb.NewBackend(db, sqldb.MySQL, nil).Acquire(ctx, "n", owner, time.Microsecond)
+			return err
+		}(),
+		func() error {
+			_, err := sqldb.NewBackend(db, sqldb.MySQL, nil).Acquire(ctx, "", owner, time.Second)
+			return err
+		}(),
+		func() error {
+			_, err := sqldb.NewBackend(nil, sqldb.MySQL, nil).Acquire(ctx, "n", owner, time.Second)
+			return err
+		}(),
 		func() error {
 			_, err := sqldb.NewBackend(db, sqldb.MySQL, nil).Acquire(lock.ContextWithMetadata(ctx, "a\x00"), "n", owner, time.Second)
 			return err
