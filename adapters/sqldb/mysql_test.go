@@ -320,3 +320,23 @@ func TestIdentifiersQuoted(t *testing.T) {
 		})
 	}
 }
+
+// TestMigrateConcurrently: several Migrate calls at once on new tables all
+// succeed, on both dialects.
+func TestMigrateConcurrently(t *testing.T) {
+	for _, s := range []server{mysqlServer(t, "mysql", nil), pgServer(t)} {
+		t.Run(s.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			db := s.open(t, nil)
+			ns := testkit.Namespace(t)
+			opts := &sqldb.Options{StoreTable: sqldb.Identifier{ns + "_s"}, LeaseTable: sqldb.Identifier{ns + "_l"}}
+			errs := make(chan error, 4)
+			for range 4 {
+				go func() { errs <- sqldb.Migrate(ctx, db, s.d, opts) }()
+			}
+			for range 4 {
+				require.NoError(t, <-errs)
+			}
+		})
+	}
+}

@@ -112,9 +112,11 @@ func MigrateSQL(d Dialect, opts *Options) ([]string, error) {
 }
 
 // Migrate creates the store and lease tables if they do not exist. It is
-// idempotent, and safe to run from several processes at once (CREATE TABLE
-// IF NOT EXISTS, statement by statement, so no multi-statement driver
-// option is needed). A database or schema named in Options must exist.
+// idempotent, and safe to run from several processes at once: on MySQL
+// each CREATE TABLE IF NOT EXISTS commits on its own (no multi-statement
+// driver option is needed); on PostgreSQL they run in one transaction
+// under an advisory lock. A database or schema named in Options must
+// exist.
 //
 // Options whose two names denote one table (equal names, or a qualified
 // and an unqualified name that resolve to the same table) are refused with
@@ -130,13 +132,41 @@ func Migrate(ctx context.Context, db *sql.DB, d Dialect, opts *Options) error {
 	if err := checkDistinctTables(ctx, db, d, opts); err != nil {
 		return err
 	}
+	if d == MySQL {
+		// DDL commits on its own in MySQL; concurrent CREATE TABLE IF NOT
+		// EXISTS are serialised by the server's metadata locks.
+		for _, s := range stmts {
+			if _, err := db.ExecContext(ctx, s); err != nil {
+				return wrapErr("migrate", err)
+			}
+		}
+		return nil
+	}
+	// PostgreSQL: two concurrent CREATE TABLE IF NOT EXISTS can collide in
+	// the catalog, so the statements run in one transaction under the
+	// advisory lock that adapters/postgres takes too.
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return wrapErr("migrate", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit, a no-op
+	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", migrateLockKey); err != nil {
+		return wrapErr("migrate", err)
+	}
 	for _, s := range stmts {
-		if _, err := db.ExecContext(ctx, s); err != nil {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
 			return wrapErr("migrate", err)
 		}
 	}
+	if err := tx.Commit(); err != nil {
+		return wrapErr("migrate", err)
+	}
 	return nil
 }
+
+// migrateLockKey is the PostgreSQL advisory lock Migrate holds while it
+// creates tables: "fencekit" in ASCII, the key adapters/postgres uses.
+const migrateLockKey int64 = 0x66656e63656b6974
 
 // checkDistinctTables refuses two names that resolve to one table: the
 // same database or schema (an unqualified name is in the connection's
