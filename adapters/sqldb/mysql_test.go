@@ -179,38 +179,58 @@ func TestGuardLockWaitTimeoutIsConflict(t *testing.T) {
 }
 
 // TestGuardHoldsRowLockUntilCommit: a newer holder's Check waits for the
-// older transaction; once it commits, the newer one proceeds and the
-// older token is refused from then on.
+// older transaction; once it commits, the newer one proceeds and the older
+// token is refused from then on. On MySQL this holds at every isolation
+// level, InnoDB's default REPEATABLE READ included, because the fenced
+// statement reads the newest committed row, not the transaction's snapshot.
+// On PostgreSQL at REPEATABLE READ and SERIALIZABLE the newer transaction
+// gets ErrConflict instead (a concurrent update), and must retry.
 func TestGuardHoldsRowLockUntilCommit(t *testing.T) {
+	levels := []sql.IsolationLevel{sql.LevelDefault, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable}
 	for _, s := range []server{mysqlServer(t, "mysql", nil), pgServer(t)} {
 		t.Run(s.name, func(t *testing.T) {
-			ctx := testCtx(t)
 			db := s.open(t, nil)
 			opts := tables(t, db, s.d)
 			g := sqldb.NewGuard(s.d, opts)
-			old, err := db.BeginTx(ctx, nil)
-			require.NoError(t, err)
-			require.NoError(t, g.Check(ctx, old, "r", 5))
-			done := make(chan error, 1)
-			newer, err := db.BeginTx(ctx, nil)
-			require.NoError(t, err)
-			defer newer.Rollback() //nolint:errcheck
-			go func() { done <- g.Check(ctx, newer, "r", 6) }()
-			select {
-			case err := <-done:
-				t.Fatalf("newer Check returned %v while the older transaction held the row", err)
-			case <-time.After(200 * time.Millisecond):
+			for _, level := range levels {
+				t.Run(level.String(), func(t *testing.T) {
+					ctx := testCtx(t)
+					txOpts := &sql.TxOptions{Isolation: level}
+					r := "r" + level.String()
+					old, err := db.BeginTx(ctx, txOpts)
+					require.NoError(t, err)
+					require.NoError(t, g.Check(ctx, old, r, 5))
+					done := make(chan error, 1)
+					newer, err := db.BeginTx(ctx, txOpts)
+					require.NoError(t, err)
+					defer newer.Rollback() //nolint:errcheck
+					// The newer transaction's snapshot starts before the
+					// older one commits.
+					var one int
+					require.NoError(t, newer.QueryRowContext(ctx, "SELECT 1").Scan(&one))
+					go func() { done <- g.Check(ctx, newer, r, 6) }()
+					select {
+					case err := <-done:
+						t.Fatalf("newer Check returned %v while the older transaction held the row", err)
+					case <-time.After(200 * time.Millisecond):
+					}
+					require.NoError(t, old.Commit())
+					err = <-done
+					if s.d == sqldb.PostgreSQL && (level == sql.LevelRepeatableRead || level == sql.LevelSerializable) {
+						require.ErrorIs(t, err, sqldb.ErrConflict)
+						return
+					}
+					require.NoError(t, err)
+					require.NoError(t, newer.Commit())
+					late, err := db.BeginTx(ctx, txOpts)
+					require.NoError(t, err)
+					defer late.Rollback() //nolint:errcheck
+					require.ErrorIs(t, g.Check(ctx, late, r, 5), fence.ErrStale)
+					rec, err := sqldb.NewStore(db, s.d, opts).Get(ctx, r)
+					require.ErrorIs(t, err, fence.ErrNotFound)
+					require.Equal(t, fence.Token(6), rec.Fence)
+				})
 			}
-			require.NoError(t, old.Commit())
-			require.NoError(t, <-done)
-			require.NoError(t, newer.Commit())
-			late, err := db.BeginTx(ctx, nil)
-			require.NoError(t, err)
-			defer late.Rollback() //nolint:errcheck
-			require.ErrorIs(t, g.Check(ctx, late, "r", 5), fence.ErrStale)
-			rec, err := sqldb.NewStore(db, s.d, opts).Get(ctx, "r")
-			require.ErrorIs(t, err, fence.ErrNotFound)
-			require.Equal(t, fence.Token(6), rec.Fence)
 		})
 	}
 }
@@ -338,5 +358,63 @@ func TestMigrateConcurrently(t *testing.T) {
 				require.NoError(t, <-errs)
 			}
 		})
+	}
+}
+
+// TestReadAfterCheckSeesPreviousHolder: at InnoDB's default REPEATABLE
+// READ, a plain SELECT made after Guard.Check sees what the previous holder
+// committed (the snapshot is taken at the first plain read, after Check
+// waited for the previous holder's row lock); a plain SELECT made before
+// Check reads the older snapshot, which is why the recipes raise the fence
+// first.
+func TestReadAfterCheckSeesPreviousHolder(t *testing.T) {
+	ctx := testCtx(t)
+	db := testkit.MySQL(t)
+	g := sqldb.NewGuard(sqldb.MySQL, tables(t, db, sqldb.MySQL))
+	_, err := db.ExecContext(ctx, "CREATE TABLE acct (id INT PRIMARY KEY, bal INT NOT NULL)")
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, "INSERT INTO acct VALUES (1, 100)")
+	require.NoError(t, err)
+	balance := func(tx *sql.Tx) int {
+		var b int
+		require.NoError(t, tx.QueryRowContext(ctx, "SELECT bal FROM acct WHERE id = 1").Scan(&b))
+		return b
+	}
+
+	for _, readFirst := range []bool{false, true} {
+		prev, err := db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		require.NoError(t, g.Check(ctx, prev, "acct", 10))
+		_, err = prev.ExecContext(ctx, "UPDATE acct SET bal = bal - 10 WHERE id = 1")
+		require.NoError(t, err)
+		before := balance(prev) + 10
+
+		next, err := db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		early := -1
+		if readFirst {
+			early = balance(next) // the mistake: read before the fence
+		}
+		done := make(chan error, 1)
+		go func() { done <- g.Check(ctx, next, "acct", 11) }()
+		select {
+		case err := <-done:
+			t.Fatalf("Check returned %v while the previous holder held the row", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		require.NoError(t, prev.Commit())
+		require.NoError(t, <-done)
+		if readFirst {
+			require.Equal(t, before, early)
+			require.Equal(t, before, balance(next)) // still the old snapshot
+		} else {
+			require.Equal(t, before-10, balance(next))
+		}
+		require.NoError(t, next.Rollback())
+		_, err = db.ExecContext(ctx, "DELETE FROM "+"acct")
+		require.NoError(t, err)
+		_, err = db.ExecContext(ctx, "INSERT INTO acct VALUES (1, 100)")
+		require.NoError(t, err)
+		g = sqldb.NewGuard(sqldb.MySQL, tables(t, db, sqldb.MySQL))
 	}
 }
