@@ -427,3 +427,73 @@ func TestReadAfterCheckSeesPreviousHolder(t *testing.T) {
 		g = sqldb.NewGuard(sqldb.MySQL, tables(t, db, sqldb.MySQL))
 	}
 }
+
+// TestSimultaneousAssignment: the MySQL statements give the same results
+// when MariaDB assigns the columns of an UPDATE simultaneously (sql_mode
+// SIMULTANEOUS_ASSIGNMENT, standard SQL) instead of left to right.
+func TestSimultaneousAssignment(t *testing.T) {
+	for _, mode := range []string{"default", "SIMULTANEOUS_ASSIGNMENT"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx := testCtx(t)
+			cfg := testkit.MySQLConfig(t)
+			if mode != "default" {
+				cfg.Params = map[string]string{"sql_mode": "'STRICT_TRANS_TABLES,SIMULTANEOUS_ASSIGNMENT'"}
+			}
+			db := testkit.OpenMySQL(t, cfg)
+			var got string
+			require.NoError(t, db.QueryRowContext(ctx, "SELECT @@SESSION.sql_mode").Scan(&got))
+			require.Equal(t, mode != "default", strings.Contains(got, "SIMULTANEOUS_ASSIGNMENT"), "sql_mode %q", got)
+			opts := tables(t, db, sqldb.MySQL)
+
+			st := sqldb.NewStore(db, sqldb.MySQL, opts)
+			require.NoError(t, st.Put(ctx, "k", 5, []byte("five")))
+			require.ErrorIs(t, st.Put(ctx, "k", 4, []byte("four")), fence.ErrStale)
+			require.NoError(t, st.Put(ctx, "k", 6, []byte("six")))
+			require.ErrorIs(t, st.Delete(ctx, "k", 5), fence.ErrStale)
+			require.NoError(t, st.Advance(ctx, "k", 7))
+			rec, err := st.Get(ctx, "k")
+			require.NoError(t, err)
+			require.Equal(t, fence.Record{Value: []byte("six"), Fence: 7}, rec)
+			require.NoError(t, st.Delete(ctx, "k", 8))
+			rec, err = st.Get(ctx, "k")
+			require.ErrorIs(t, err, fence.ErrNotFound)
+			require.Equal(t, fence.Token(8), rec.Fence)
+
+			b := sqldb.NewBackend(db, sqldb.MySQL, opts)
+			a, c := testkit.Owner(t), testkit.Owner(t)
+			mdCtx := lock.ContextWithMetadata(ctx, "holder a")
+			t1, err := b.Acquire(mdCtx, "l", a, 50*time.Millisecond)
+			require.NoError(t, err)
+			_, err = b.Acquire(ctx, "l", c, time.Minute)
+			require.ErrorIs(t, err, lock.ErrHeld)
+			again, err := b.Acquire(mdCtx, "l", a, time.Minute) // same owner: same token, new expiry
+			require.NoError(t, err)
+			require.Equal(t, t1, again)
+			info, err := b.Inspect(ctx, "l")
+			require.NoError(t, err)
+			require.True(t, info.Held && info.Owner == a && info.Metadata == "holder a" && info.TTL > 30*time.Second, "%+v", info)
+			require.NoError(t, b.Release(ctx, "l", a))
+			t2, err := b.Acquire(ctx, "l", c, 50*time.Millisecond)
+			require.NoError(t, err)
+			require.Equal(t, t1+1, t2)
+			info, err = b.Inspect(ctx, "l")
+			require.NoError(t, err)
+			require.Equal(t, "", info.Metadata)
+			// Expired: the next owner takes it with the next token.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				t3, err := b.Acquire(ctx, "l", a, time.Minute)
+				if err == nil {
+					require.Equal(t, t2+1, t3)
+					break
+				}
+				require.ErrorIs(t, err, lock.ErrHeld)
+				require.True(t, time.Now().Before(deadline), "a 50ms lease still held after 10s")
+				time.Sleep(10 * time.Millisecond) // poll interval
+			}
+			info, err = b.Inspect(ctx, "l")
+			require.NoError(t, err)
+			require.True(t, info.Owner == a && info.Token == t2+1, "%+v", info)
+		})
+	}
+}
