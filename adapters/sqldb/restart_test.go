@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencekit/fencekit/adapters/sqldb"
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
@@ -103,4 +104,54 @@ func TestRestart(t *testing.T) {
 	if err := tx.Rollback(); !errors.Is(err, sql.ErrTxDone) {
 		t.Fatalf("rollback after commit: %v", err)
 	}
+}
+
+// TestRestartAmbiguousPut: a Put whose reply is lost because the server
+// crashed after committing it (an ambiguous outcome) fails with an error,
+// not with ErrStale; once the server is back, the same Put retried with
+// the same token succeeds, an older token is refused, and the fence and
+// value are the Put's. The store under test reaches its own throwaway
+// mariadbd through a fault proxy (interpolateParams=true, one round trip
+// per call; see TestFaults); a second store connects directly and observes.
+func TestRestartAmbiguousPut(t *testing.T) {
+	srv := testkit.NewMySQLServer(t)
+	ctx := testCtx(t)
+	cfg := srv.Config(t)
+	direct := testkit.OpenMySQL(t, cfg)
+	opts := tables(t, direct, sqldb.MySQL)
+	observer := sqldb.NewStore(direct, sqldb.MySQL, opts)
+
+	proxy := testkit.NewProxy(t, cfg.Addr)
+	pc := cfg.Clone()
+	pc.InterpolateParams = true
+	pc.DialFunc = proxy.Dial
+	st := sqldb.NewStore(testkit.OpenMySQL(t, pc), sqldb.MySQL, opts)
+	require.NoError(t, st.Put(ctx, "warm", 1, []byte("w"))) // a pooled connection
+
+	proxy.Hold(faultproxy.Downstream)
+	done := make(chan error, 1)
+	go func() { done <- st.Put(ctx, "k", 9, []byte("ambiguous")) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rec, err := observer.Get(ctx, "k")
+		if err == nil && rec.Fence == 9 {
+			break // committed on the server; the reply is held
+		}
+		require.True(t, time.Now().Before(deadline), "the Put did not reach the server: %+v %v", rec, err)
+		time.Sleep(10 * time.Millisecond) // poll interval
+	}
+	srv.Kill()
+	proxy.CutAll()
+	proxy.Heal()
+	err := <-done
+	require.Error(t, err)
+	require.NotErrorIs(t, err, fence.ErrStale)
+	require.True(t, lock.Retryable(err), "ambiguous Put: %v", err)
+
+	srv.Start()
+	require.NoError(t, retry(t, func() error { return st.Put(ctx, "k", 9, []byte("ambiguous")) }))
+	require.ErrorIs(t, st.Put(ctx, "k", 8, []byte("older")), fence.ErrStale)
+	var rec fence.Record
+	require.NoError(t, retry(t, func() (err error) { rec, err = observer.Get(ctx, "k"); return err }))
+	require.Equal(t, fence.Record{Value: []byte("ambiguous"), Fence: 9}, rec)
 }
