@@ -37,15 +37,21 @@ type countingTx struct{}
 func (countingTx) Commit() error   { return nil }
 func (countingTx) Rollback() error { return nil }
 
-// failing is a connector whose statements fail with err.
-type failing struct{ err error }
+// failing is a connector whose statements fail with err; n counts them.
+type failing struct {
+	err error
+	n   *atomic.Int64
+}
 
 func (f failing) Connect(context.Context) (driver.Conn, error) { return failingConn(f), nil }
 func (f failing) Driver() driver.Driver                        { return nil }
 
 type failingConn failing
 
-func (f failingConn) Prepare(string) (driver.Stmt, error) { return nil, f.err }
+func (f failingConn) Prepare(string) (driver.Stmt, error) {
+	f.n.Add(1)
+	return nil, f.err
+}
 func (f failingConn) Close() error                        { return nil }
 func (f failingConn) Begin() (driver.Tx, error)           { return countingTx{}, nil }
 

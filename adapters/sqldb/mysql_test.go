@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -302,11 +303,28 @@ func TestServerCodeFromDrivers(t *testing.T) {
 		{&pgconn.PgError{Code: "40P01"}, true},
 		{&pgconn.PgError{Code: "42P01"}, false},
 	} {
-		db := sql.OpenDB(failing{c.err})
+		var n atomic.Int64
+		db := sql.OpenDB(failing{c.err, &n})
 		err := sqldb.NewStore(db, sqldb.MySQL, nil).Put(ctx, "k", 1, nil)
 		require.Equal(t, c.conflict, errors.Is(err, sqldb.ErrConflict), "%v", err)
 		require.Equal(t, c.conflict, lock.Retryable(err), "retryable %v", err)
 		require.ErrorIs(t, err, c.err)
+		// An autocommit statement ended by a conflict was undone whole:
+		// the Store runs it three times in all before giving up.
+		want := int64(1)
+		if c.conflict {
+			want = 3
+		}
+		require.Equal(t, want, n.Load(), "statements sent for %v", c.err)
+		// Inside the caller's transaction it is never run again: the
+		// transaction is gone (1213) or no longer fenced.
+		tx, err := db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		n.Store(0)
+		err = sqldb.NewGuard(sqldb.MySQL, nil).Check(ctx, tx, "r", 1)
+		require.Equal(t, c.conflict, errors.Is(err, sqldb.ErrConflict), "guard: %v", err)
+		require.Equal(t, int64(1), n.Load(), "guard statements sent for %v", c.err)
+		_ = tx.Rollback()
 		_ = db.Close()
 	}
 	// A missing table on the real server is permanent.
