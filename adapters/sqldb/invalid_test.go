@@ -52,8 +52,8 @@ func (f failingConn) Prepare(string) (driver.Stmt, error) {
 	f.n.Add(1)
 	return nil, f.err
 }
-func (f failingConn) Close() error                        { return nil }
-func (f failingConn) Begin() (driver.Tx, error)           { return countingTx{}, nil }
+func (f failingConn) Close() error              { return nil }
+func (f failingConn) Begin() (driver.Tx, error) { return countingTx{}, nil }
 
 // TestBadInputNothingSent: bad arguments, names and dialects get an error
 // matching fence.ErrInvalid before any statement reaches the driver.
