@@ -122,14 +122,20 @@ func TestEqualWriteIsNotStale(t *testing.T) {
 
 // TestGuardDeadlockIsConflict: two transactions that Check two resources
 // in opposite orders deadlock; the server's victim gets an error matching
-// ErrConflict (MySQL error 1213, PostgreSQL 40P01), never success, and the
-// other transaction goes on.
+// ErrConflict (MySQL error 1213, PostgreSQL 40P01), never success, and
+// once it is rolled back the other transaction's Check succeeds. On MySQL
+// it also shows why a transaction must not carry on after ErrConflict: the
+// server has already rolled the victim back, and a statement it runs next
+// commits on its own, outside any transaction.
 func TestGuardDeadlockIsConflict(t *testing.T) {
 	for _, s := range []server{mysqlServer(t, "mysql", nil), pgServer(t)} {
 		t.Run(s.name, func(t *testing.T) {
 			ctx := testCtx(t)
 			db := s.open(t, nil)
-			g := sqldb.NewGuard(s.d, tables(t, db, s.d))
+			opts := tables(t, db, s.d)
+			g := sqldb.NewGuard(s.d, opts)
+			_, err := db.ExecContext(ctx, "CREATE TABLE after_conflict (v INT)")
+			require.NoError(t, err)
 			tx1, err := db.BeginTx(ctx, nil)
 			require.NoError(t, err)
 			defer tx1.Rollback() //nolint:errcheck
@@ -138,29 +144,47 @@ func TestGuardDeadlockIsConflict(t *testing.T) {
 			defer tx2.Rollback() //nolint:errcheck
 			require.NoError(t, g.Check(ctx, tx1, "a", 5))
 			require.NoError(t, g.Check(ctx, tx2, "b", 6))
-			errs := make(chan error, 2)
-			go func() { errs <- g.Check(ctx, tx1, "b", 5) }()
-			go func() { errs <- g.Check(ctx, tx2, "a", 6) }()
-			var conflicts int
-			for range 2 {
-				err := <-errs
-				switch {
-				case errors.Is(err, sqldb.ErrConflict):
-					conflicts++
-					var ce *sqldb.ConflictError
-					require.ErrorAs(t, err, &ce)
-					require.True(t, lock.Retryable(err), "a conflict is retryable")
-					// The victim is gone: roll it back, so the other goes on.
-					_ = tx1.Rollback()
-					_ = tx2.Rollback()
-				case err != nil && !errors.Is(err, fence.ErrStale):
-					// The survivor may find the victim's fence (6 on b)
-					// undone or, on PostgreSQL, already undone: success;
-					// a stale refusal is also a correct outcome for tx1.
-					t.Fatalf("unexpected error after a deadlock: %v", err)
-				}
+			type result struct {
+				tx  int
+				err error
 			}
-			require.Equal(t, 1, conflicts)
+			results := make(chan result, 2)
+			go func() { results <- result{0, g.Check(ctx, tx1, "b", 5)} }()
+			go func() { results <- result{1, g.Check(ctx, tx2, "a", 6)} }()
+			txs := []*sql.Tx{tx1, tx2}
+			victim, survivor := -1, -1
+			for range 2 {
+				r := <-results
+				if r.err == nil {
+					survivor = r.tx
+					continue
+				}
+				require.ErrorIs(t, r.err, sqldb.ErrConflict)
+				require.Equal(t, -1, victim, "both transactions got a conflict")
+				var ce *sqldb.ConflictError
+				require.ErrorAs(t, r.err, &ce)
+				require.True(t, lock.Retryable(r.err), "a conflict is retryable")
+				victim = r.tx
+				if s.d == sqldb.MySQL {
+					_, err := txs[victim].ExecContext(ctx, "INSERT INTO after_conflict VALUES (1)")
+					require.NoError(t, err)
+				}
+				_ = txs[victim].Rollback()
+			}
+			require.True(t, victim >= 0 && survivor >= 0, "victim %d, survivor %d", victim, survivor)
+			require.NoError(t, txs[survivor].Commit())
+			var n int
+			require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM after_conflict").Scan(&n))
+			if s.d == sqldb.MySQL {
+				require.Equal(t, 1, n) // committed although its transaction was "rolled back"
+			}
+			st := sqldb.NewStore(db, s.d, opts)
+			want := fence.Token(5 + survivor)
+			for _, r := range []string{"a", "b"} {
+				rec, err := st.Get(ctx, r)
+				require.ErrorIs(t, err, fence.ErrNotFound)
+				require.Equal(t, want, rec.Fence, "fence of %s", r)
+			}
 		})
 	}
 }
