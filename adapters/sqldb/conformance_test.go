@@ -19,8 +19,7 @@ import (
 func TestConformance(t *testing.T) {
 	for _, s := range servers(t) {
 		t.Run(s.name, func(t *testing.T) {
-			db := s.open(t, nil) // before Parallel: the database is made on the parent test
-			t.Parallel()
+			db := s.open(t, nil)
 			t.Run("Store", func(t *testing.T) {
 				fencetest.Run(t, func(t *testing.T) fence.Store {
 					return sqldb.NewStore(db, s.d, tables(t, db, s.d))

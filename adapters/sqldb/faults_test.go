@@ -28,8 +28,7 @@ func TestFaults(t *testing.T) {
 	interpolate := func(c *mysql.Config) { c.InterpolateParams = true }
 	for _, s := range []server{mysqlServer(t, "mysql-interpolate", interpolate), pgServer(t)} {
 		t.Run(s.name, func(t *testing.T) {
-			admin := s.open(t, nil) // before Parallel: the database is made on the parent test
-			t.Parallel()
+			admin := s.open(t, nil)
 			opts := tables(t, admin, s.d)
 			addr := s.address(t)
 			t.Run("Store", func(t *testing.T) {
