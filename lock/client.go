@@ -156,6 +156,9 @@ func (c *Client) attempt(ctx context.Context, name, owner string, ttl time.Durat
 		return nil, Transient(fmt.Errorf("%w: %q: the acquire reply arrived after the lease's local deadline", ErrLost, name))
 	}
 	l := newLease(c, name, owner, token, ttl, deadline)
+	l.mu.Lock()
+	l.metadata = MetadataFromContext(mdctx)
+	l.mu.Unlock()
 	l.emit(Event{Kind: EventAcquired, Name: name, Token: token})
 	if keepAlive {
 		l.startKeepAlive()
@@ -206,6 +209,9 @@ func notAcquired(ctx context.Context, name string, attempts int, last error) err
 }
 
 func (c *Client) observe(e Event) {
+	if e.Metadata == "" {
+		e.Metadata = c.opts.Metadata
+	}
 	if c.opts.Observer != nil {
 		c.opts.Observer(e)
 	}

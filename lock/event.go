@@ -68,4 +68,8 @@ type Event struct {
 	// Attempt is, for EventRetrying, the number of the attempt that failed
 	// (1 for the first).
 	Attempt int
+	// Metadata is the holder metadata the lease was acquired with
+	// (Options.Metadata, or ContextWithMetadata's); for EventRetrying,
+	// Options.Metadata.
+	Metadata string
 }
