@@ -94,8 +94,9 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 		}
 		return nil, notAcquired(ctx, name, attempts, last)
 	}
+	began := time.Now()
 	for attempt := 1; ; attempt++ {
-		lease, err := c.attempt(ctx, name, owner, ttl, keepAlive)
+		lease, err := c.attempt(ctx, name, owner, ttl, keepAlive, began, attempt)
 		if err == nil {
 			return lease, nil
 		}
@@ -139,7 +140,9 @@ func (c *Client) usable() error {
 }
 
 // attempt makes one acquire request and wraps its result in a Lease.
-func (c *Client) attempt(ctx context.Context, name, owner string, ttl time.Duration, keepAlive bool) (*Lease, error) {
+// began is when the acquiring call began and n the attempt's number, for
+// EventAcquired.
+func (c *Client) attempt(ctx context.Context, name, owner string, ttl time.Duration, keepAlive bool, began time.Time, n int) (*Lease, error) {
 	mdctx, err := c.metadataContext(ctx)
 	if err != nil {
 		return nil, err
@@ -159,7 +162,7 @@ func (c *Client) attempt(ctx context.Context, name, owner string, ttl time.Durat
 	l.mu.Lock()
 	l.metadata = MetadataFromContext(mdctx)
 	l.mu.Unlock()
-	l.emit(Event{Kind: EventAcquired, Name: name, Token: token})
+	l.emit(Event{Kind: EventAcquired, Name: name, Token: token, Attempt: n, Elapsed: time.Since(began)})
 	if keepAlive {
 		l.startKeepAlive()
 	}

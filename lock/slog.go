@@ -17,7 +17,10 @@ import (
 //	cause     Event.Cause: not-held, deadline, late-reply, renewal-error,
 //	          held, timeout, transient, stale
 //	error     the underlying error
-//	attempt   for retrying, the attempt that failed
+//	attempt   for retrying, the attempt that failed; for acquired, the one
+//	          that succeeded
+//	elapsed   for acquired, the time the acquiring call took, backoff
+//	          included
 //
 // Levels: lost and stale are Warn (work may have overlapped a newer
 // holder's, or was refused), renewal-failed is Warn too (a loss may be
@@ -41,7 +44,7 @@ func SlogObserver(logger *slog.Logger) func(Event) {
 		if !logger.Enabled(ctx, level) {
 			return
 		}
-		attrs := make([]slog.Attr, 0, 7)
+		attrs := make([]slog.Attr, 0, 8)
 		attrs = append(attrs, slog.String("lock", e.Name))
 		if e.Token != 0 {
 			attrs = append(attrs, slog.Int64("token", int64(e.Token)))
@@ -60,6 +63,9 @@ func SlogObserver(logger *slog.Logger) func(Event) {
 		}
 		if e.Attempt > 0 {
 			attrs = append(attrs, slog.Int("attempt", e.Attempt))
+		}
+		if e.Kind == EventAcquired {
+			attrs = append(attrs, slog.Duration("elapsed", e.Elapsed))
 		}
 		logger.LogAttrs(ctx, level, "lock "+e.Kind.String(), attrs...)
 	}

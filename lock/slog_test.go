@@ -106,7 +106,10 @@ func TestSlogObserverRecords(t *testing.T) {
 		t.Fatalf("%d records; want 5: %v", len(recs), recs)
 	}
 	md := "host=a pid=1"
-	wantRecord(t, recs[0], "lock acquired", "INFO", map[string]any{"lock": "job", "token": tok, "metadata": md})
+	wantRecord(t, recs[0], "lock acquired", "INFO", map[string]any{"lock": "job", "token": tok, "metadata": md, "attempt": float64(1), "elapsed": recs[0]["elapsed"]})
+	if el, ok := recs[0]["elapsed"].(float64); !ok || el <= 0 {
+		t.Errorf("acquired record's elapsed = %v; want a positive duration", recs[0]["elapsed"])
+	}
 	wantRecord(t, recs[1], "lock extended", "DEBUG", map[string]any{"lock": "job", "token": tok, "metadata": md})
 	wantRecord(t, recs[2], "lock stale", "WARN", map[string]any{"lock": "job", "token": tok, "metadata": md, "key": "k", "cause": "stale"})
 	wantRecord(t, recs[3], "lock retrying", "DEBUG", map[string]any{"lock": "job", "metadata": md, "cause": "held", "attempt": float64(1)})
@@ -205,7 +208,7 @@ func TestReportStale(t *testing.T) {
 func ExampleSlogObserver() {
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey {
+			if a.Key == slog.TimeKey || a.Key == "elapsed" {
 				return slog.Attr{} // keep the example's output stable
 			}
 			return a
@@ -216,6 +219,6 @@ func ExampleSlogObserver() {
 	lease, _ := client.TryAcquire(ctx, "invoice/42", time.Minute)
 	_ = lease.Release(ctx)
 	// Output:
-	// level=INFO msg="lock acquired" lock=invoice/42 token=1 metadata=worker-7
+	// level=INFO msg="lock acquired" lock=invoice/42 token=1 metadata=worker-7 attempt=1
 	// level=INFO msg="lock released" lock=invoice/42 token=1 metadata=worker-7
 }
