@@ -147,20 +147,39 @@ func operate(t *testing.T, w world) {
 		require.Nil(t, lease.Err(), "the lease must be untouched")
 	})
 
+	if w.bumps {
+		t.Run("release stops when a fence cannot be raised", func(t *testing.T) {
+			args := append(w.args("release", "--force", "jobs/nightly", "--fence", "report"), "--store-table", "no_such_table")
+			code, _, errOut := ctl(t, w.env, args...)
+			require.Equal(t, exitFailed, code)
+			require.Contains(t, errOut, "the lease on jobs/nightly was left alone")
+			info, err := w.backend.Inspect(ctx, "jobs/nightly")
+			require.NoError(t, err)
+			require.Equal(t, lease.Owner(), info.Owner)
+			require.Nil(t, lease.Err())
+		})
+	}
+
 	t.Run("release --force", func(t *testing.T) {
-		code, out, _ := ctl(t, w.env, w.args("--json", "release", "--force", "jobs/nightly", "--fence", "report", "--fence", "audit")...)
+		high := lease.Token() + 100
+		require.NoError(t, w.store.Advance(ctx, "high", high))
+		code, out, _ := ctl(t, w.env, w.args("--json", "release", "--force", "jobs/nightly", "--fence", "report", "--fence", "audit", "--fence", "high")...)
 		require.Equal(t, exitOK, code)
 		var v releaseView
 		require.NoError(t, json.Unmarshal([]byte(out), &v))
 		past := int64(lease.Token()) + 1
 		require.Equal(t, releaseView{Name: "jobs/nightly", Token: int64(lease.Token()), Owner: lease.Owner(), Metadata: "host=worker-7 pid=4242",
-			Fenced: []fencedView{{"report", past}, {"audit", past}}, Released: true}, v)
+			Fenced: []fencedView{{"report", past}, {"audit", past}, {"high", int64(high)}}, Released: true}, v)
+		// A fence already past the holder's token is left as it was.
+		rec, err := w.store.Get(ctx, "high")
+		require.ErrorIs(t, err, fence.ErrNotFound)
+		require.Equal(t, high, rec.Fence)
 
 		// The evicted holder's writes are refused, on a key it had
 		// written and on one it had not.
 		require.ErrorIs(t, writer.Put(ctx, "report", []byte("late")), fence.ErrStale)
 		require.ErrorIs(t, writer.Put(ctx, "audit", []byte("late")), fence.ErrStale)
-		rec, err := w.store.Get(ctx, "report")
+		rec, err = w.store.Get(ctx, "report")
 		require.NoError(t, err)
 		require.Equal(t, "v1", string(rec.Value))
 		// Its lease is gone: the keep-alive's next renewal loses it.
