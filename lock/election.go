@@ -225,10 +225,7 @@ func (c *Client) Lead(ctx context.Context, name string, ttl time.Duration, fn fu
 	for {
 		l, err := e.Campaign(ctx)
 		if err != nil {
-			if ctx.Err() != nil {
-				return errors.Join(err, ctx.Err())
-			}
-			return err
+			return err // when ctx ended, err matches ctx.Err() too
 		}
 		lost, fnErr := l.run(ctx, fn)
 		if !lost {

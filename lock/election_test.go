@@ -124,3 +124,22 @@ func ExampleClient_Lead() {
 	// Lead: <nil>
 	// v1 written under term 1
 }
+
+func TestLeadGivesUpCampaigningWhenContextEnds(t *testing.T) {
+	b := memory.NewBackend()
+	holder, err := lock.New(b, nil).TryAcquire(context.Background(), "leader", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	ran := false
+	err = lock.New(b, nil).Lead(ctx, "leader", time.Minute, func(context.Context, *lock.Leadership) error {
+		ran = true
+		return nil
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, lock.ErrNotAcquired) || ran {
+		t.Fatalf("Lead = %v (fn ran: %v); want ErrNotAcquired and DeadlineExceeded, fn not run", err, ran)
+	}
+}

@@ -165,7 +165,15 @@ func TestSlogObserverLevels(t *testing.T) {
 	if len(recs) != 1 || recs[0]["msg"] != "lock lost" || recs[0]["cause"] != "not-held" {
 		t.Fatalf("records %v; want only the lost one", recs)
 	}
-	lock.SlogObserver(nil)(lock.Event{Kind: lock.EventAcquired, Name: "x", Token: 1}) // must not panic
+
+	var def syncBuffer
+	old := slog.Default()
+	slog.SetDefault(jsonLogger(&def))
+	defer slog.SetDefault(old)
+	lock.SlogObserver(nil)(lock.Event{Kind: lock.EventAcquired, Name: "x", Token: 1})
+	if recs := def.records(t); len(recs) != 1 || recs[0]["msg"] != "lock acquired" {
+		t.Fatalf("a nil logger wrote %v to slog.Default; want the acquired record", recs)
+	}
 }
 
 // ReportStale reaches the Observer of the lease in the context (as Do's
