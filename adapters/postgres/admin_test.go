@@ -106,11 +106,21 @@ func TestAdminBumpAfterRestore(t *testing.T) {
 	require.True(t, cycle(t, ctx, b, "swept", 1) > lastSwept+900)
 	require.True(t, cycle(t, ctx, b, "new", 1) > 1000)
 
-	// A second bump raises the floor row too.
+	// A second bump raises the floor row too, and a live lease stays its
+	// holder's: same owner, raised token, renewable.
 	sweepUntil(t, ctx, b, 3)
+	live := newOwner(t)
+	liveTok, err := b.Acquire(ctx, "live", live, time.Minute)
+	require.NoError(t, err)
 	res, err = admin.Bump(ctx, 1000)
 	require.NoError(t, err)
-	require.Equal(t, int64(1), res.Rows, "the floor row alone")
+	require.Equal(t, int64(2), res.Rows, "the floor row and the live lease")
+	info, err := b.Inspect(ctx, "live")
+	require.NoError(t, err)
+	require.True(t, info.Held && info.Owner == live && info.Token == liveTok+1000, info)
+	require.NoError(t, b.Extend(ctx, "live", live, time.Minute))
+	require.NoError(t, b.Release(ctx, "live", live))
+	require.True(t, cycle(t, ctx, b, "live", 1) > liveTok+1000)
 	require.True(t, cycle(t, ctx, b, "kept", 1) > 2000)
 }
 
