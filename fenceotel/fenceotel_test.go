@@ -28,7 +28,7 @@ type rig struct {
 	tp     *sdktrace.TracerProvider
 }
 
-func newRig(t *testing.T, lockNames bool) *rig {
+func newRig(t testing.TB, lockNames bool) *rig {
 	t.Helper()
 	reader := sdkmetric.NewManualReader()
 	spans := tracetest.NewSpanRecorder()
