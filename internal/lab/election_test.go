@@ -34,15 +34,15 @@ func wantElectionOK(t *testing.T, args ...string) {
 }
 
 func TestElectionCommandMemory(t *testing.T) {
-	wantElectionOK(t, "-backend", "memory", "-ttl", "100ms")
+	wantElectionOK(t, "-backend", "memory", "-ttl", "300ms")
 }
 
 func TestElectionCommandRedis(t *testing.T) {
-	wantElectionOK(t, "-backend", "redis", "-redis-url", testkit.RedisURL(t), "-ttl", "150ms")
+	wantElectionOK(t, "-backend", "redis", "-redis-url", testkit.RedisURL(t), "-ttl", "300ms")
 }
 
 func TestElectionCommandPostgres(t *testing.T) {
-	wantElectionOK(t, "-backend", "postgres", "-postgres-url", testkit.PostgresURL(t), "-ttl", "150ms")
+	wantElectionOK(t, "-backend", "postgres", "-postgres-url", testkit.PostgresURL(t), "-ttl", "300ms")
 }
 
 // On a store that accepts every write, the old leader's write lands: the
@@ -52,7 +52,7 @@ func TestElectionCommandDetectsAnUnfencedStore(t *testing.T) {
 		return memory.NewBackend(), unfencedStore{memory.NewStore()}, func() {}, nil
 	})
 	defer delete(backends, "unfenced-election-test")
-	code, out := runElection(t, "-backend", "unfenced-election-test", "-ttl", "100ms")
+	code, out := runElection(t, "-backend", "unfenced-election-test", "-ttl", "300ms")
 	if code != 1 || !strings.Contains(out, "FAILED: A's write after its pause") {
 		t.Fatalf("exit code %d; want 1 and the accepted stale write reported; output:\n%s", code, out)
 	}
