@@ -143,3 +143,27 @@ func TestLeadGivesUpCampaigningWhenContextEnds(t *testing.T) {
 		t.Fatalf("Lead = %v (fn ran: %v); want ErrNotAcquired and DeadlineExceeded, fn not run", err, ran)
 	}
 }
+
+// Campaign returns a leadership whose term fences the leader's writes;
+// anyone can ask the election who leads.
+func ExampleElection_Campaign() {
+	backend := memory.NewBackend()
+	ctx := context.Background()
+	node := lock.New(backend, &lock.Options{Metadata: "node-a"})
+	l, err := node.Election("primary", 10*time.Second).Campaign(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	watcher := lock.New(backend, nil).Election("primary", 10*time.Second)
+	leader, _ := watcher.Leader(ctx)
+	fmt.Printf("%s leads %q under term %d\n", leader.Metadata, leader.Name, leader.Term)
+
+	_ = l.Resign(ctx)
+	<-l.Done()
+	_, err = watcher.Leader(ctx)
+	fmt.Println("after Resign:", errors.Is(err, lock.ErrNoLeader), errors.Is(l.Err(), lock.ErrReleased))
+	// Output:
+	// node-a leads "primary" under term 1
+	// after Resign: true true
+}
