@@ -46,6 +46,7 @@ func (k *keyList) Set(v string) error {
 // config is the parsed command line.
 type config struct {
 	backend, redisURL, postgresURL string
+	redisCluster                   bool
 	prefix, storePrefix            string
 	leaseTable, storeTable         string
 	json                           bool
@@ -106,6 +107,7 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 	fs.StringVar(&c.backend, "backend", "", "redis or postgres; needed only when both URLs are set")
 	fs.StringVar(&c.redisURL, "redis-url", getenv("FENCEKIT_REDIS_URL"), "Redis URL (default $FENCEKIT_REDIS_URL)")
 	fs.StringVar(&c.postgresURL, "postgres-url", getenv("FENCEKIT_POSTGRES_URL"), "PostgreSQL URL (default $FENCEKIT_POSTGRES_URL)")
+	fs.BoolVar(&c.redisCluster, "redis-cluster", false, "the Redis URL names a Cluster: redis://host:port?addr=host2:port2&addr=...")
 	fs.StringVar(&c.prefix, "prefix", "fencekit", "Redis: key prefix of the locks (BackendOptions.Prefix)")
 	fs.StringVar(&c.storePrefix, "store-prefix", "fencekit", "Redis: key prefix of the fenced store (StoreOptions.Prefix)")
 	fs.StringVar(&c.leaseTable, "lease-table", "fencekit_leases", "PostgreSQL: lease table, table or schema.table")

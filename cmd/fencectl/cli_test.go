@@ -264,3 +264,20 @@ func TestUnreachable(t *testing.T) {
 		t.Fatalf("exit %d, %q; want 1 and the address", code, errOut)
 	}
 }
+
+// On a Redis Cluster (--redis-cluster), every command works, and list walks
+// every master.
+func TestRedisCluster(t *testing.T) {
+	t.Parallel()
+	cluster := testkit.NewRedisCluster(t, 3)
+	client := cluster.Client(t)
+	addrs := cluster.Addrs()
+	url := "redis://" + addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr=")
+	prefix := testkit.RedisPrefix(t, client)
+	operate(t, world{
+		backend: fenceredis.NewBackend(client, &fenceredis.BackendOptions{Prefix: prefix}),
+		store:   fenceredis.NewStore(client, &fenceredis.StoreOptions{Prefix: prefix + "s"}),
+		flags:   []string{"--redis-cluster", "--prefix", prefix, "--store-prefix", prefix + "s"},
+		env:     map[string]string{"FENCEKIT_REDIS_URL": url},
+	})
+}

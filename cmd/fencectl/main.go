@@ -15,6 +15,8 @@
 // Flags may come before or after the command. The server comes from
 // --redis-url or --postgres-url, else from FENCEKIT_REDIS_URL or
 // FENCEKIT_POSTGRES_URL; when both kinds are set, --backend chooses.
+// --redis-cluster says the Redis URL names a Cluster
+// (redis://host:port?addr=host2:port2&addr=...).
 // Redis keys are found under --prefix (locks) and --store-prefix (fenced
 // store), PostgreSQL rows in --lease-table and --store-table
 // ("schema.table" or "table"), all with fencekit's defaults. Output is

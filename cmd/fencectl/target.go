@@ -61,14 +61,24 @@ func openRedis(ctx context.Context, c *config) (*target, error) {
 	if c.redisURL == "" {
 		return nil, usagef("--backend redis needs --redis-url or FENCEKIT_REDIS_URL")
 	}
-	opts, err := goredis.ParseURL(c.redisURL)
-	if err != nil {
-		return nil, usagef("redis URL: %v", err)
+	var rdb goredis.UniversalClient
+	var addr string
+	if c.redisCluster {
+		opts, err := goredis.ParseClusterURL(c.redisURL)
+		if err != nil {
+			return nil, usagef("redis cluster URL: %v", err)
+		}
+		rdb, addr = goredis.NewClusterClient(opts), strings.Join(opts.Addrs, ",")
+	} else {
+		opts, err := goredis.ParseURL(c.redisURL)
+		if err != nil {
+			return nil, usagef("redis URL: %v", err)
+		}
+		rdb, addr = goredis.NewClient(opts), opts.Addr
 	}
-	rdb := goredis.NewClient(opts)
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, fmt.Errorf("redis at %s: %w", opts.Addr, err)
+		return nil, fmt.Errorf("redis at %s: %w", addr, err)
 	}
 	b := fenceredis.NewBackend(rdb, &fenceredis.BackendOptions{Prefix: c.prefix})
 	return &target{
