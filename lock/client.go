@@ -94,8 +94,9 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 		}
 		return nil, notAcquired(ctx, name, attempts, last)
 	}
+	began := time.Now()
 	for attempt := 1; ; attempt++ {
-		lease, err := c.attempt(ctx, name, owner, ttl, keepAlive)
+		lease, err := c.attempt(ctx, name, owner, ttl, keepAlive, began, attempt)
 		if err == nil {
 			return lease, nil
 		}
@@ -139,7 +140,9 @@ func (c *Client) usable() error {
 }
 
 // attempt makes one acquire request and wraps its result in a Lease.
-func (c *Client) attempt(ctx context.Context, name, owner string, ttl time.Duration, keepAlive bool) (*Lease, error) {
+// began is when the acquiring call began and n the attempt's number, for
+// EventAcquired.
+func (c *Client) attempt(ctx context.Context, name, owner string, ttl time.Duration, keepAlive bool, began time.Time, n int) (*Lease, error) {
 	mdctx, err := c.metadataContext(ctx)
 	if err != nil {
 		return nil, err
@@ -156,7 +159,10 @@ func (c *Client) attempt(ctx context.Context, name, owner string, ttl time.Durat
 		return nil, Transient(fmt.Errorf("%w: %q: the acquire reply arrived after the lease's local deadline", ErrLost, name))
 	}
 	l := newLease(c, name, owner, token, ttl, deadline)
-	l.emit(Event{Kind: EventAcquired, Name: name, Token: token})
+	l.mu.Lock()
+	l.metadata = MetadataFromContext(mdctx)
+	l.mu.Unlock()
+	l.emit(Event{Kind: EventAcquired, Name: name, Token: token, Attempt: n, Elapsed: time.Since(began)})
 	if keepAlive {
 		l.startKeepAlive()
 	}
@@ -206,6 +212,9 @@ func notAcquired(ctx context.Context, name string, attempts int, last error) err
 }
 
 func (c *Client) observe(e Event) {
+	if e.Metadata == "" {
+		e.Metadata = c.opts.Metadata
+	}
 	if c.opts.Observer != nil {
 		c.opts.Observer(e)
 	}

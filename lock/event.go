@@ -2,6 +2,7 @@ package lock
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/fencekit/fencekit/fence"
 )
@@ -66,6 +67,15 @@ type Event struct {
 	// EventRetrying.
 	Err error
 	// Attempt is, for EventRetrying, the number of the attempt that failed
-	// (1 for the first).
+	// (1 for the first); for EventAcquired, the number of the attempt that
+	// succeeded.
 	Attempt int
+	// Elapsed is, for EventAcquired, the time from the start of the
+	// acquiring call (Acquire, TryAcquire, Do, Campaign) to the lease,
+	// backoff included.
+	Elapsed time.Duration
+	// Metadata is the holder metadata the lease was acquired with
+	// (Options.Metadata, or ContextWithMetadata's); for EventRetrying,
+	// Options.Metadata.
+	Metadata string
 }

@@ -37,6 +37,8 @@ type Lease struct {
 
 	releaseUnknown bool // the last Release failed with an unknown outcome
 
+	metadata string // the holder metadata sent with the acquire, for events
+
 	events     []Event // waiting for the Observer, in order
 	delivering bool    // some goroutine is handing events to the Observer
 }
@@ -137,7 +139,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		// The deadline timer has not fired yet, but the lease was not
 		// known to be valid for a while: it is lost, whatever the reply.
 		l.mu.Unlock()
-		lost := l.lose(errors.New("the renewal's reply arrived after the local deadline"))
+		lost := l.lose(errLateReply)
 		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
 	}
 	l.ttl = ttl
@@ -238,7 +240,7 @@ func (l *Lease) checkDeadline() {
 	}
 	l.mu.Unlock()
 	if remaining <= 0 {
-		l.lose(errors.New("local deadline passed without a successful renewal"))
+		l.lose(errDeadlinePassed)
 	}
 }
 

@@ -34,7 +34,7 @@ func withLease(parent context.Context, lease *Lease) (context.Context, context.C
 		cancel(errNilLeaseContext)
 		return ctx, cancel
 	}
-	ctx, cancel := context.WithCancelCause(parent)
+	ctx, cancel := context.WithCancelCause(ContextWithLease(parent, lease))
 	stop := context.AfterFunc(lease.Context(), func() { cancel(context.Cause(lease.Context())) })
 	return ctx, func(cause error) {
 		stop()

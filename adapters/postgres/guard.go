@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock"
 )
 
 // Guard fences a caller's own transaction, whatever tables it writes. Call
@@ -33,9 +34,13 @@ func NewGuard(opts *Options) *Guard { return &Guard{f: newFencer(opts)} }
 //
 // tx should be a transaction (pgx.Tx): on a pool or a connection outside a
 // transaction, the fence is raised but no lock outlives the call.
+//
+// A stale refusal is also reported to the Observer of the lease that ctx
+// carries (the context of lock.Client.Do, Lead or lock.WithLease, or
+// lock.ContextWithLease), as lock.EventStale for resource.
 func (g *Guard) Check(ctx context.Context, tx DB, resource string, token fence.Token) error {
 	if tx == nil {
 		return fence.Invalid("postgres: guard check: nil transaction")
 	}
-	return g.f.write(ctx, tx, "guard check", g.f.adv, resource, token, nil)
+	return lock.ReportStale(ctx, resource, g.f.write(ctx, tx, "guard check", g.f.adv, resource, token, nil))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock"
 )
 
 // Row names one row of the caller's own table that carries a fence column:
@@ -60,6 +61,9 @@ var ErrNoMatch = errors.New("postgres: the row does not meet the update's Where 
 // is updated then, so a key that is not unique never applies partially).
 // When a concurrent insert or update made the row writable between the
 // update and that diagnosis, the update is simply tried again.
+//
+// A stale refusal is also reported to the Observer of the lease that ctx
+// carries (see Guard.Check), as lock.EventStale with the Key above.
 //
 // An empty set only raises the fence: the barrier that a read-modify-write
 // needs before its read (see docs/postgres.md). Run it on a pgx.Tx to fence
@@ -118,7 +122,7 @@ func UpdateFenced(ctx context.Context, db DB, row Row, token fence.Token, set ma
 		case matched > 1:
 			return fence.Invalid("postgres: %s: the key matches several rows; Row.Key must be unique (nothing was updated)", where)
 		case fence.Token(current) > token:
-			return fmt.Errorf("postgres: %s: %w", where, fence.Stale(st.key, token, fence.Token(current)))
+			return lock.ReportStale(ctx, st.key, fmt.Errorf("postgres: %s: %w", where, fence.Stale(st.key, token, fence.Token(current))))
 		case !meetsWhere:
 			return fmt.Errorf("%w: %s", ErrNoMatch, where)
 		case attempt >= 3:

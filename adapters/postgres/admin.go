@@ -1,0 +1,157 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock"
+)
+
+// Admin runs the operator's calls on a lease table that no application
+// needs: listing the held locks, and raising every token after a restore
+// (Bump). cmd/fencectl uses it.
+type Admin struct {
+	db    Pool
+	err   error
+	list  string
+	max   string
+	lock  string
+	bump  string
+	floor string
+}
+
+// NewAdmin returns an Admin on pool for the lease table named in opts (nil
+// for the default fencekit_leases). A malformed table name or a nil pool is
+// reported by every method as an error matching fence.ErrInvalid.
+func NewAdmin(pool Pool, opts *Options) *Admin {
+	_, table, err := opts.tables()
+	if err == nil && pool == nil {
+		err = fence.Invalid("postgres: nil pool")
+	}
+	if err != nil {
+		return &Admin{err: err}
+	}
+	return &Admin{
+		db: pool,
+		// left() compares the prefix as text, so '%' and '_' in it are
+		// plain characters (LIKE would treat them as wildcards).
+		list: fmt.Sprintf(`SELECT name, owner, token, floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint, coalesce(metadata, '')
+FROM %s
+WHERE name <> '' AND owner IS NOT NULL AND expires_at > clock_timestamp()
+  AND left(name, length($1)) = $1
+ORDER BY name`, table),
+		max:  fmt.Sprintf(`SELECT coalesce(max(token), 0) FROM %s`, table),
+		lock: fmt.Sprintf(`LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE`, table),
+		bump: fmt.Sprintf(`UPDATE %s SET token = token + $1`, table),
+		// A table without a floor row gets one at $1, so that a lock whose
+		// row is gone (swept after the backup was taken) starts above it.
+		floor: fmt.Sprintf(`INSERT INTO %s (name, token) VALUES ('', $1) ON CONFLICT (name) DO NOTHING`, table),
+	}
+}
+
+// List returns the locks held now (by the database clock) whose names start
+// with prefix ("" for all), sorted by name, with owner, token, remaining
+// TTL and metadata.
+func (a *Admin) List(ctx context.Context, prefix string) ([]lock.Info, error) {
+	if a.err != nil {
+		return nil, a.err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rows, err := a.db.Query(ctx, a.list, prefix)
+	if err != nil {
+		return nil, wrapErr("list", err)
+	}
+	infos, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (lock.Info, error) {
+		var (
+			info   lock.Info
+			token  int64
+			micros int64
+		)
+		if err := r.Scan(&info.Name, &info.Owner, &token, &micros, &info.Metadata); err != nil {
+			return lock.Info{}, err
+		}
+		info.Held, info.Token, info.TTL = true, fence.Token(token), time.Duration(micros)*time.Microsecond
+		return info, nil
+	})
+	if err != nil {
+		return nil, wrapErr("list", err)
+	}
+	return infos, nil
+}
+
+// BumpResult says what Bump did.
+type BumpResult struct {
+	Rows     int64       // lease rows raised, the floor row included
+	MaxToken fence.Token // the highest token in the table afterwards
+}
+
+// Bump raises the token of every row of the lease table by by, the floor
+// row that Sweep keeps included, and creates the floor row at by when there
+// is none. Run it after restoring the database from a backup or to a point
+// in time: the tokens minted after that point are gone from the table, and
+// without a bump the next holders would get them again, so a fenced store
+// would take two holders' writes under one token. by must exceed the number
+// of tokens that may have been minted for one lock since the restore point
+// (acquisitions per second times the seconds lost, with a wide margin);
+// tokens are plentiful (up to 2^63-1), so err on the large side.
+//
+// The rows are raised in one transaction that holds the table in SHARE ROW
+// EXCLUSIVE mode, so Acquire, Extend and Release wait for it. A live
+// holder's lease stays its own (its owner is kept); its next renewal works
+// and the next holder gets a token above the raised one. by must be
+// positive, and no token may pass fence.MaxToken: otherwise the error
+// matches fence.ErrInvalid and nothing changes.
+func (a *Admin) Bump(ctx context.Context, by int64) (BumpResult, error) {
+	if by <= 0 {
+		return BumpResult{}, fence.Invalid("postgres: bump: %d is not positive", by)
+	}
+	if a.err != nil {
+		return BumpResult{}, a.err
+	}
+	if err := ctx.Err(); err != nil {
+		return BumpResult{}, err
+	}
+	conn, err := a.db.Acquire(ctx)
+	if err != nil {
+		return BumpResult{}, wrapErr("bump", err)
+	}
+	defer conn.Release()
+	var res BumpResult
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, a.lock); err != nil {
+			return err
+		}
+		var top int64
+		if err := tx.QueryRow(ctx, a.max).Scan(&top); err != nil {
+			return err
+		}
+		if top > int64(fence.MaxToken)-by {
+			return fence.Invalid("postgres: bump by %d: the highest token, %d, would pass %d", by, top, fence.MaxToken)
+		}
+		tag, err := tx.Exec(ctx, a.bump, by)
+		if err != nil {
+			return err
+		}
+		res.Rows = tag.RowsAffected()
+		if tag, err = tx.Exec(ctx, a.floor, by); err != nil {
+			return err
+		}
+		res.Rows += tag.RowsAffected()
+		res.MaxToken = fence.Token(max(top+by, by))
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, fence.ErrInvalid) {
+			return BumpResult{}, err
+		}
+		return BumpResult{}, wrapErr("bump", err)
+	}
+	return res, nil
+}

@@ -1,0 +1,25 @@
+package postgres_test
+
+import (
+	"testing"
+
+	"github.com/fencekit/fencekit/adapters/postgres"
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/locktest"
+)
+
+// TestElection runs the election checks on the shared PostgreSQL (the one
+// named by FENCEKIT_POSTGRES_URL in CI), each check with
+// its lease table and its store table in schemas of their own.
+func TestElection(t *testing.T) {
+	t.Parallel()
+	locktest.RunElection(t,
+		func(t *testing.T) lock.Backend {
+			return postgres.NewBackend(migrated(t, testkit.Postgres(t)), nil)
+		},
+		func(t *testing.T) fence.Store {
+			return postgres.NewStore(migrated(t, testkit.Postgres(t)), nil)
+		})
+}

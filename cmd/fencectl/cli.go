@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/fencekit/fencekit/fence"
+)
+
+// Exit codes; see the package documentation.
+const (
+	exitOK      = 0
+	exitFailed  = 1
+	exitUsage   = 2
+	exitNothing = 3
+)
+
+// usageError is a mistake in the command line, or a request the backend
+// cannot serve: exit code 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+// nothingError means there was nothing to do: exit code 3.
+type nothingError struct{ msg string }
+
+func (e *nothingError) Error() string { return e.msg }
+
+// keyList collects a repeated --fence flag.
+type keyList []string
+
+func (k *keyList) String() string { return strings.Join(*k, ",") }
+
+func (k *keyList) Set(v string) error {
+	*k = append(*k, v)
+	return nil
+}
+
+// config is the parsed command line.
+type config struct {
+	backend, redisURL, postgresURL string
+	redisCluster                   bool
+	prefix, storePrefix            string
+	leaseTable, storeTable         string
+	json                           bool
+	timeout                        time.Duration
+
+	force, noFence bool
+	fences         keyList
+	by             int64
+
+	command string
+	args    []string
+}
+
+// commandFlags lists the flags each command accepts besides the global
+// ones.
+var commandFlags = map[string][]string{
+	"inspect": nil,
+	"list":    nil,
+	"fence":   nil,
+	"release": {"force", "fence", "no-fence"},
+	"bump":    {"by"},
+}
+
+// commandArgs is each command's number of arguments: at least, at most.
+var commandArgs = map[string][2]int{
+	"inspect": {1, 1},
+	"list":    {0, 1},
+	"fence":   {1, 1},
+	"release": {1, 1},
+	"bump":    {0, 0},
+}
+
+const usageText = `usage: fencectl [flags] COMMAND [ARGS]
+
+commands:
+  inspect NAME                     who holds the lock NAME: owner, metadata, token, TTL
+  list [PREFIX]                    the held locks, those whose names start with PREFIX
+  fence KEY                        the fence of KEY in the fenced store, and whether it holds a value
+  release --force NAME --fence KEY [--fence KEY...]
+                                   raise the fences of the KEYs past the holder's token,
+                                   then delete the lease (--no-fence: no keys)
+  bump --by N                      PostgreSQL, after a restore: raise every token by N
+
+exit codes: 0 done, 1 failed, 2 usage, 3 nothing to do (release of a free lock)
+
+flags:
+`
+
+// parse reads args into a config. getenv supplies the URLs' defaults.
+func parse(args []string, stderr io.Writer, getenv func(string) string) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("fencectl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageText)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.backend, "backend", "", "redis or postgres; needed only when both URLs are set")
+	fs.StringVar(&c.redisURL, "redis-url", getenv("FENCEKIT_REDIS_URL"), "Redis URL (default $FENCEKIT_REDIS_URL)")
+	fs.StringVar(&c.postgresURL, "postgres-url", getenv("FENCEKIT_POSTGRES_URL"), "PostgreSQL URL (default $FENCEKIT_POSTGRES_URL)")
+	fs.BoolVar(&c.redisCluster, "redis-cluster", false, "the Redis URL names a Cluster: redis://host:port?addr=host2:port2&addr=...")
+	fs.StringVar(&c.prefix, "prefix", "fencekit", "Redis: key prefix of the locks (BackendOptions.Prefix)")
+	fs.StringVar(&c.storePrefix, "store-prefix", "fencekit", "Redis: key prefix of the fenced store (StoreOptions.Prefix)")
+	fs.StringVar(&c.leaseTable, "lease-table", "fencekit_leases", "PostgreSQL: lease table, table or schema.table")
+	fs.StringVar(&c.storeTable, "store-table", "fencekit_store", "PostgreSQL: store table, table or schema.table")
+	fs.BoolVar(&c.json, "json", false, "print JSON instead of text")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "bound on the whole command")
+	fs.BoolVar(&c.force, "force", false, "release: evict the live holder (required)")
+	fs.Var(&c.fences, "fence", "release: a store key the holder writes; its fence is raised first (repeatable)")
+	fs.BoolVar(&c.noFence, "no-fence", false, "release: name no keys to fence (the evicted holder may still write)")
+	fs.Int64Var(&c.by, "by", 0, "bump: how much to raise every token")
+
+	// Flags may follow the command and its arguments: parse, take one
+	// positional argument, parse on.
+	var pos []string
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, &usageError{err.Error()}
+		}
+		rest = fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if rest[0] == "--" {
+			pos = append(pos, rest[1:]...)
+			break
+		}
+		pos = append(pos, rest[0])
+		rest = rest[1:]
+	}
+	if len(pos) == 0 {
+		fs.Usage()
+		return nil, usagef("no command")
+	}
+	c.command, c.args = pos[0], pos[1:]
+	allowed, ok := commandFlags[c.command]
+	if !ok {
+		return nil, usagef("unknown command %q (have: inspect, list, fence, release, bump)", c.command)
+	}
+	n := commandArgs[c.command]
+	if len(c.args) < n[0] || len(c.args) > n[1] {
+		return nil, usagef("%s takes %s; got %q", c.command, argsWanted(n), c.args)
+	}
+	var misplaced []string
+	fs.Visit(func(f *flag.Flag) {
+		if isCommandFlag(f.Name) && !contains(allowed, f.Name) {
+			misplaced = append(misplaced, "--"+f.Name)
+		}
+	})
+	if len(misplaced) > 0 {
+		return nil, usagef("%s does not take %s", c.command, strings.Join(misplaced, ", "))
+	}
+	return c, nil
+}
+
+func argsWanted(n [2]int) string {
+	switch {
+	case n[0] == n[1] && n[0] == 0:
+		return "no arguments"
+	case n[0] == n[1]:
+		return fmt.Sprintf("%d argument", n[0])
+	}
+	return fmt.Sprintf("%d to %d arguments", n[0], n[1])
+}
+
+func isCommandFlag(name string) bool {
+	for _, fl := range commandFlags {
+		if contains(fl, name) {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// run is fencectl with args; it returns the exit code.
+func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	c, err := parse(args, stderr, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		defer cancel()
+		err = execute(ctx, c, stdout)
+	}
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "fencectl:", err)
+	var usage *usageError
+	var nothing *nothingError
+	switch {
+	case errors.As(err, &usage), errors.Is(err, fence.ErrInvalid):
+		return exitUsage
+	case errors.As(err, &nothing):
+		return exitNothing
+	}
+	return exitFailed
+}
+
+// execute opens the backend and runs the command.
+func execute(ctx context.Context, c *config, out io.Writer) error {
+	t, err := open(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer t.close()
+	p := &printer{out: out, json: c.json}
+	switch c.command {
+	case "inspect":
+		return inspect(ctx, t, p, c.args[0])
+	case "list":
+		prefix := ""
+		if len(c.args) == 1 {
+			prefix = c.args[0]
+		}
+		return list(ctx, t, p, prefix)
+	case "fence":
+		return showFence(ctx, t, p, c.args[0])
+	case "release":
+		return release(ctx, t, p, c, c.args[0])
+	case "bump":
+		return bump(ctx, t, p, c.by)
+	}
+	return usagef("unknown command %q", c.command)
+}

@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencekit/fencekit/adapters/postgres"
+	fenceredis "github.com/fencekit/fencekit/adapters/redis"
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/internal/testkit/require"
+	"github.com/fencekit/fencekit/lock"
+)
+
+// ctl runs fencectl with args and an environment of env, and returns its
+// exit code, stdout and stderr.
+func ctl(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(args, &out, &errOut, func(k string) string { return env[k] })
+	t.Logf("$ fencectl %s\n%s%s(exit %d)", strings.Join(args, " "), out.String(), errOut.String(), code)
+	return code, out.String(), errOut.String()
+}
+
+// world is a backend and store, a flag set that points fencectl at them,
+// and the environment it runs in.
+type world struct {
+	backend lock.Backend
+	store   fence.Store
+	flags   []string
+	env     map[string]string
+	bumps   bool
+}
+
+func redisWorld(t *testing.T) world {
+	client := testkit.Redis(t)
+	prefix := testkit.RedisPrefix(t, client)
+	return world{
+		backend: fenceredis.NewBackend(client, &fenceredis.BackendOptions{Prefix: prefix}),
+		store:   fenceredis.NewStore(client, &fenceredis.StoreOptions{Prefix: prefix + "s"}),
+		flags:   []string{"--prefix", prefix, "--store-prefix", prefix + "s"},
+		env:     map[string]string{"FENCEKIT_REDIS_URL": testkit.RedisURL(t)},
+	}
+}
+
+func postgresWorld(t *testing.T) world {
+	url := testkit.PostgresURL(t)
+	pool := testkit.PostgresAt(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, postgres.Migrate(ctx, pool, nil))
+	schema := pool.Config().ConnConfig.RuntimeParams["search_path"]
+	return world{
+		backend: postgres.NewBackend(pool, nil),
+		store:   postgres.NewStore(pool, nil),
+		flags:   []string{"--lease-table", schema + ".fencekit_leases", "--store-table", schema + ".fencekit_store"},
+		env:     map[string]string{"FENCEKIT_POSTGRES_URL": url},
+		bumps:   true,
+	}
+}
+
+func (w world) args(args ...string) []string { return append(append([]string{}, w.flags...), args...) }
+
+// TestRedis and TestPostgres drive every command against a lock that a
+// client holds and keeps alive, as a running program would.
+func TestRedis(t *testing.T) {
+	t.Parallel()
+	operate(t, redisWorld(t))
+}
+
+func TestPostgres(t *testing.T) {
+	t.Parallel()
+	operate(t, postgresWorld(t))
+}
+
+func operate(t *testing.T, w world) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client := lock.New(w.backend, &lock.Options{Metadata: "host=worker-7 pid=4242", KeepAlive: true})
+	lease, err := client.Acquire(ctx, "jobs/nightly", 10*time.Second)
+	require.NoError(t, err)
+	defer lease.Release(context.Background())
+	writer := lease.Fenced(w.store)
+	require.NoError(t, writer.Put(ctx, "report", []byte("v1")))
+	other, err := client.Acquire(ctx, "other/x", 10*time.Second)
+	require.NoError(t, err)
+	defer other.Release(context.Background())
+
+	t.Run("inspect", func(t *testing.T) {
+		code, out, _ := ctl(t, w.env, w.args("inspect", "jobs/nightly")...)
+		require.Equal(t, exitOK, code)
+		require.Contains(t, out, "jobs/nightly: held")
+		require.Contains(t, out, "host=worker-7 pid=4242")
+		require.Contains(t, out, lease.Owner())
+
+		code, out, _ = ctl(t, w.env, w.args("--json", "inspect", "jobs/nightly")...)
+		require.Equal(t, exitOK, code)
+		var v lockView
+		require.NoError(t, json.Unmarshal([]byte(out), &v))
+		require.Equal(t, lockView{Name: "jobs/nightly", Held: true, Owner: lease.Owner(), Metadata: "host=worker-7 pid=4242", Token: int64(lease.Token()), TTLMs: v.TTLMs}, v)
+		require.True(t, v.TTLMs > 0 && v.TTLMs <= 10000, v.TTLMs)
+
+		code, out, _ = ctl(t, w.env, w.args("inspect", "jobs/none")...)
+		require.Equal(t, exitOK, code)
+		require.Equal(t, "jobs/none: free\n", out)
+	})
+
+	t.Run("list", func(t *testing.T) {
+		code, out, _ := ctl(t, w.env, w.args("list", "jobs/")...)
+		require.Equal(t, exitOK, code)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		require.Equal(t, 2, len(lines), out)
+		require.True(t, strings.HasPrefix(lines[1], "jobs/nightly "), lines[1])
+		require.Contains(t, lines[1], "host=worker-7 pid=4242")
+
+		code, out, _ = ctl(t, w.env, w.args("list", "--json")...)
+		require.Equal(t, exitOK, code)
+		var vs []lockView
+		require.NoError(t, json.Unmarshal([]byte(out), &vs))
+		require.Equal(t, 2, len(vs), vs)
+		require.Equal(t, "jobs/nightly", vs[0].Name)
+		require.Equal(t, "other/x", vs[1].Name)
+	})
+
+	t.Run("fence", func(t *testing.T) {
+		code, out, _ := ctl(t, w.env, w.args("--json", "fence", "report")...)
+		require.Equal(t, exitOK, code)
+		var v fenceView
+		require.NoError(t, json.Unmarshal([]byte(out), &v))
+		require.Equal(t, fenceView{Key: "report", Fence: int64(lease.Token()), HasValue: true, ValueBytes: 2}, v)
+		code, out, _ = ctl(t, w.env, w.args("fence", "never")...)
+		require.Equal(t, exitOK, code)
+		require.Equal(t, "never: no fence, no value (never written)\n", out)
+	})
+
+	t.Run("release refuses without --force or keys", func(t *testing.T) {
+		code, _, errOut := ctl(t, w.env, w.args("release", "jobs/nightly", "--fence", "report")...)
+		require.Equal(t, exitUsage, code)
+		require.Contains(t, errOut, "--force")
+		code, _, errOut = ctl(t, w.env, w.args("release", "--force", "jobs/nightly")...)
+		require.Equal(t, exitUsage, code)
+		require.Contains(t, errOut, "--fence KEY")
+		require.Nil(t, lease.Err(), "the lease must be untouched")
+	})
+
+	if w.bumps {
+		t.Run("release stops when a fence cannot be raised", func(t *testing.T) {
+			args := append(w.args("release", "--force", "jobs/nightly", "--fence", "report"), "--store-table", "no_such_table")
+			code, _, errOut := ctl(t, w.env, args...)
+			require.Equal(t, exitFailed, code)
+			require.Contains(t, errOut, "the lease on jobs/nightly was left alone")
+			info, err := w.backend.Inspect(ctx, "jobs/nightly")
+			require.NoError(t, err)
+			require.Equal(t, lease.Owner(), info.Owner)
+			require.Nil(t, lease.Err())
+		})
+	}
+
+	t.Run("release --force", func(t *testing.T) {
+		high := lease.Token() + 100
+		require.NoError(t, w.store.Advance(ctx, "high", high))
+		code, out, _ := ctl(t, w.env, w.args("--json", "release", "--force", "jobs/nightly", "--fence", "report", "--fence", "audit", "--fence", "high")...)
+		require.Equal(t, exitOK, code)
+		var v releaseView
+		require.NoError(t, json.Unmarshal([]byte(out), &v))
+		past := int64(lease.Token()) + 1
+		require.Equal(t, releaseView{Name: "jobs/nightly", Token: int64(lease.Token()), Owner: lease.Owner(), Metadata: "host=worker-7 pid=4242",
+			Fenced: []fencedView{{"report", past}, {"audit", past}, {"high", int64(high)}}, Released: true}, v)
+		// A fence already past the holder's token is left as it was.
+		rec, err := w.store.Get(ctx, "high")
+		require.ErrorIs(t, err, fence.ErrNotFound)
+		require.Equal(t, high, rec.Fence)
+
+		// The evicted holder's writes are refused, on a key it had
+		// written and on one it had not.
+		require.ErrorIs(t, writer.Put(ctx, "report", []byte("late")), fence.ErrStale)
+		require.ErrorIs(t, writer.Put(ctx, "audit", []byte("late")), fence.ErrStale)
+		rec, err = w.store.Get(ctx, "report")
+		require.NoError(t, err)
+		require.Equal(t, "v1", string(rec.Value))
+		// Its lease is gone: the keep-alive's next renewal loses it.
+		select {
+		case <-lease.Done():
+		case <-time.After(15 * time.Second):
+			t.Fatal("the evicted lease did not end")
+		}
+		require.ErrorIs(t, lease.Err(), lock.ErrLost)
+		// The next holder writes under a greater token.
+		next, err := lock.New(w.backend, nil).TryAcquire(ctx, "jobs/nightly", 10*time.Second)
+		require.NoError(t, err)
+		defer next.Release(context.Background())
+		require.True(t, int64(next.Token()) >= past)
+		require.NoError(t, next.Fenced(w.store).Put(ctx, "report", []byte("v2")))
+		require.Nil(t, other.Err(), "another lock was touched")
+	})
+
+	t.Run("release of a free lock", func(t *testing.T) {
+		code, _, errOut := ctl(t, w.env, w.args("release", "--force", "jobs/none", "--no-fence")...)
+		require.Equal(t, exitNothing, code)
+		require.Contains(t, errOut, "free")
+	})
+
+	t.Run("bump", func(t *testing.T) {
+		code, out, errOut := ctl(t, w.env, w.args("--json", "bump", "--by", "1000")...)
+		if !w.bumps {
+			require.Equal(t, exitUsage, code)
+			require.Contains(t, errOut, "not needed on Redis")
+			return
+		}
+		require.Equal(t, exitOK, code)
+		var v bumpView
+		require.NoError(t, json.Unmarshal([]byte(out), &v))
+		require.Equal(t, int64(1000), v.By)
+		require.True(t, v.Rows >= 3, v) // jobs/nightly, other/x and the new floor row
+		// A lock's next token is above the bumped one.
+		owner, err := lock.NewOwner()
+		require.NoError(t, err)
+		tok, err := w.backend.Acquire(ctx, "other/y", owner, time.Second)
+		require.NoError(t, err)
+		require.True(t, tok > 1000, tok)
+		code, _, _ = ctl(t, w.env, w.args("bump", "--by", "0")...)
+		require.Equal(t, exitUsage, code)
+	})
+}
+
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{}
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{nil, env, "no command"},
+		{[]string{"frobnicate"}, env, "unknown command"},
+		{[]string{"inspect"}, env, "inspect takes 1 argument"},
+		{[]string{"list", "a", "b"}, env, "list takes 0 to 1 arguments"},
+		{[]string{"inspect", "x", "--by", "3"}, env, "inspect does not take --by"},
+		{[]string{"inspect", "x"}, env, "no server"},
+		{[]string{"inspect", "x"}, map[string]string{"FENCEKIT_REDIS_URL": "redis://a", "FENCEKIT_POSTGRES_URL": "postgres://b"}, "choose one with --backend"},
+		{[]string{"--backend", "etcd", "--redis-url", "redis://a", "inspect", "x"}, env, "unknown backend"},
+		{[]string{"--redis-url", "nonsense://", "inspect", "x"}, env, "redis URL"},
+		{[]string{"--no-such-flag"}, env, "flag provided but not defined"},
+	} {
+		code, _, errOut := ctl(t, tc.env, tc.args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("fencectl %q = exit %d, %q; want exit 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+	if code, _, _ := ctl(t, env, "-h"); code != exitOK {
+		t.Errorf("fencectl -h = exit %d; want 0", code)
+	}
+}
+
+// A server that does not answer is a failure (exit 1), not a usage error.
+func TestUnreachable(t *testing.T) {
+	t.Parallel()
+	code, _, errOut := ctl(t, nil, "--redis-url", "redis://127.0.0.1:1/0", "--timeout", "2s", "inspect", "x")
+	if code != exitFailed || !strings.Contains(errOut, "redis at 127.0.0.1:1") {
+		t.Fatalf("exit %d, %q; want 1 and the address", code, errOut)
+	}
+}
+
+// On a Redis Cluster (--redis-cluster), every command works, and list walks
+// every master.
+func TestRedisCluster(t *testing.T) {
+	t.Parallel()
+	cluster := testkit.NewRedisCluster(t, 3)
+	client := cluster.Client(t)
+	addrs := cluster.Addrs()
+	url := "redis://" + addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr=")
+	prefix := testkit.RedisPrefix(t, client)
+	operate(t, world{
+		backend: fenceredis.NewBackend(client, &fenceredis.BackendOptions{Prefix: prefix}),
+		store:   fenceredis.NewStore(client, &fenceredis.StoreOptions{Prefix: prefix + "s"}),
+		flags:   []string{"--redis-cluster", "--prefix", prefix, "--store-prefix", prefix + "s"},
+		env:     map[string]string{"FENCEKIT_REDIS_URL": url},
+	})
+}

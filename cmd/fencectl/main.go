@@ -1,0 +1,50 @@
+// Command fencectl is the operator's tool for fencekit's locks and fenced
+// stores on Redis and PostgreSQL: see who holds a lock, list the held
+// locks, read a key's fence, break a stuck lock safely, and raise every
+// token after restoring PostgreSQL from a backup.
+//
+// Usage:
+//
+//	fencectl [flags] inspect NAME
+//	fencectl [flags] list [PREFIX]
+//	fencectl [flags] fence KEY
+//	fencectl [flags] release --force NAME --fence KEY [--fence KEY...]
+//	fencectl [flags] release --force NAME --no-fence
+//	fencectl [flags] bump --by N
+//
+// Flags may come before or after the command. The server comes from
+// --redis-url or --postgres-url, else from FENCEKIT_REDIS_URL or
+// FENCEKIT_POSTGRES_URL; when both kinds are set, --backend chooses.
+// --redis-cluster says the Redis URL names a Cluster
+// (redis://host:port?addr=host2:port2&addr=...).
+// Redis keys are found under --prefix (locks) and --store-prefix (fenced
+// store), PostgreSQL rows in --lease-table and --store-table
+// ("schema.table" or "table"), all with fencekit's defaults. Output is
+// text, or JSON with --json.
+//
+// release --force evicts a live holder safely: it first raises the fence of
+// every key named by --fence to one above the holder's token, so that the
+// evicted holder's writes to them are refused from then on, and only then
+// deletes the lease (compare-and-delete on the holder's owner, so a newer
+// holder is never touched). The keys are those of the fenced store (Store
+// or Guard resources); writes the holder makes elsewhere are not fenced by
+// it.
+//
+// bump --by N raises every token counter of a PostgreSQL lease table by N,
+// the floor row included: run it after restoring the database, before the
+// applications start again (see docs/operations.md). On Redis it refuses
+// and says why none is needed.
+//
+// Exit codes:
+//
+//	0  done: the state was reported, or the change was made
+//	1  failed: the server was unreachable, a statement or script failed,
+//	   or a fence could not be raised (then the lease was left alone)
+//	2  usage: bad flags or arguments, no server URL, bad input, or a
+//	   command the backend does not support
+//	3  nothing to do: release found the lock free
+package main
+
+import "os"
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv)) }
