@@ -34,4 +34,3 @@ func TestLinearizable(t *testing.T) {
 	srv := s3server.Shared(t)
 	fencetest.Linearizable(t, newStore(t, srv), nil)
 }
-

@@ -125,8 +125,12 @@ var writes = map[string]writeFn{
 	"Put": func(ctx context.Context, s fence.Store, k string, tok fence.Token) error {
 		return s.Put(ctx, k, tok, []byte("mine"))
 	},
-	"Delete":  func(ctx context.Context, s fence.Store, k string, tok fence.Token) error { return s.Delete(ctx, k, tok) },
-	"Advance": func(ctx context.Context, s fence.Store, k string, tok fence.Token) error { return s.Advance(ctx, k, tok) },
+	"Delete": func(ctx context.Context, s fence.Store, k string, tok fence.Token) error {
+		return s.Delete(ctx, k, tok)
+	},
+	"Advance": func(ctx context.Context, s fence.Store, k string, tok fence.Token) error {
+		return s.Advance(ctx, k, tok)
+	},
 }
 
 // TestLostReplyNotResent: a write whose PUT reply is lost after the server
@@ -191,4 +195,3 @@ func TestLostReplyRetry(t *testing.T) {
 		})
 	}
 }
-

@@ -364,4 +364,3 @@ func startProcess(cmd *exec.Cmd) error {
 	spawner.reqs <- func() { errc <- cmd.Start() }
 	return <-errc
 }
-

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/fencekit/fencekit/adapters/s3/internal/s3server"
+	"github.com/fencekit/fencekit/internal/lab"
+	"github.com/fencekit/fencekit/internal/testkit"
+)
+
+func TestMain(m *testing.M) { os.Exit(s3server.Main(m)) }
+
+// TestScenarios runs fencelab's scenarios, fenced ones included, with the
+// store on the S3 server from s3server and the locks on memory and on
+// Redis: exit code 0 means every scenario behaved as expected.
+func TestScenarios(t *testing.T) {
+	srv := s3server.Shared(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+	t.Setenv("AWS_REGION", srv.Region)
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	base := []string{"-backend", "s3", "-s3-endpoint", srv.Endpoint, "-s3-bucket", srv.Bucket}
+	t.Run("LockOnMemory", func(t *testing.T) {
+		if code := runMain(t, append(base, "-s3-lock", "memory")); code != 0 {
+			t.Fatalf("fencelab exited %d; want 0 (every scenario as expected)", code)
+		}
+	})
+	t.Run("LockOnRedis", func(t *testing.T) {
+		url := testkit.RedisURL(t)
+		if code := runMain(t, append(base, "-s3-lock", "redis", "-redis-url", url)); code != 0 {
+			t.Fatalf("fencelab exited %d; want 0 (every scenario as expected)", code)
+		}
+	})
+}
+
+// runMain runs lab.Main with args, its standard output captured into the
+// test log, and checks that the output reports every scenario run.
+func runMain(t *testing.T, args []string) int {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = f
+	code := lab.Main(args)
+	os.Stdout = stdout
+	out, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fencelab %s:\n%s", strings.Join(args, " "), out)
+	for _, want := range []string{"fencelab on s3", "6. ", "7. ", "all 7 scenarios behaved as expected"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	return code
+}
