@@ -13,7 +13,8 @@ import (
 // form is at most maxEscaped bytes, else prefix + "h/" + the hex SHA-256 of
 // the key (the key itself is then kept in the object's header, and Get
 // checks it). The two namespaces cannot meet, and every name stays within
-// S3's 1024-byte limit for any key fence.ValidateKey accepts.
+// S3's 1024-byte limit for any key fence.ValidateKey accepts (an escaped
+// name that would not fit under a long prefix is hashed too).
 //
 // The escaping keeps only [a-z0-9_-] and writes every other byte as %XX
 // with upper-case hex. Escaping '/' and '.' keeps servers that map objects
@@ -24,8 +25,10 @@ import (
 // fits a file system's 255-byte name limit.
 const (
 	maxEscaped = 200
+	// maxName is S3's limit on an object name, in bytes.
+	maxName = 1024
 	// maxPrefix leaves room for "h/" and 64 hex digits.
-	maxPrefix = 1024 - 2 - 64
+	maxPrefix = maxName - 2 - 64
 )
 
 // objectName maps key to its object name under prefix.
@@ -41,7 +44,7 @@ func objectName(prefix, key string) string {
 		} else {
 			buf = append(buf, '%', hexdigits[c>>4], hexdigits[c&15])
 		}
-		if len(buf)-len(prefix)-2 > maxEscaped {
+		if len(buf)-len(prefix)-2 > maxEscaped || len(buf) > maxName {
 			sum := sha256.Sum256([]byte(key))
 			return prefix + "h/" + hex.EncodeToString(sum[:])
 		}
