@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
+	"net/url"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,6 +17,7 @@ import (
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	fences3 "github.com/fencekit/fencekit/adapters/s3"
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/lab"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -25,9 +28,41 @@ var (
 	s3Lock      = flag.String("s3-lock", "memory", "where -backend s3 keeps its locks: memory|redis (redis uses -redis-url)")
 )
 
+// proxiedS3 puts the chaos run's fault proxy between the store's S3 client
+// and the server of -s3-endpoint (the locks are not proxied).
+var proxiedS3 = lab.ProxiedBackend{
+	Target: func() (string, error) {
+		u, err := url.Parse(*s3Endpoint)
+		if err != nil || u.Host == "" {
+			return "", fmt.Errorf("s3: chaos behind the fault proxy needs -s3-endpoint as a URL with a host, not %q", *s3Endpoint)
+		}
+		if u.Port() == "" {
+			port := "80"
+			if u.Scheme == "https" {
+				port = "443"
+			}
+			return net.JoinHostPort(u.Hostname(), port), nil
+		}
+		return u.Host, nil
+	},
+	Open: func(ctx context.Context, proxyAddr string) (lock.Backend, fence.Store, func(), error) {
+		u, err := url.Parse(*s3Endpoint)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		u.Host = proxyAddr
+		return openS3At(ctx, u.String())
+	},
+}
+
 // openS3 returns a lock backend on memory or Redis and a fenced store on
 // the bucket, under a prefix of this run's own.
 func openS3(ctx context.Context) (lock.Backend, fence.Store, func(), error) {
+	return openS3At(ctx, *s3Endpoint)
+}
+
+// openS3At is openS3 with the S3 client sent to endpoint.
+func openS3At(ctx context.Context, endpoint string) (lock.Backend, fence.Store, func(), error) {
 	if *s3Bucket == "" {
 		return nil, nil, nil, fmt.Errorf("s3: -s3-bucket is required")
 	}
@@ -39,8 +74,8 @@ func openS3(ctx context.Context) (lock.Backend, fence.Store, func(), error) {
 		cfg.Region = "us-east-1"
 	}
 	client := awss3.NewFromConfig(cfg, func(o *awss3.Options) {
-		if *s3Endpoint != "" {
-			o.BaseEndpoint = aws.String(*s3Endpoint)
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
 		}
 		o.UsePathStyle = *s3PathStyle
 	})
