@@ -1,7 +1,9 @@
 package testkit_test
 
 import (
+	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -61,7 +63,11 @@ var goDirective = regexp.MustCompile(`^go 1\.\d+(\.0)?$`)
 // makes every consumer's build demand that patch (or download it). CI also
 // runs the tests on the newest release (.ci/run).
 func TestGoDirectiveNoPatchPin(t *testing.T) {
-	for _, path := range []string{"../../go.mod", "../containers/go.mod", "../../bench/go.mod", "../../fenceotel/go.mod"} {
+	paths := moduleFiles(t)
+	if len(paths) < 3 {
+		t.Fatalf("found only %d go.mod files: %v", len(paths), paths)
+	}
+	for _, path := range paths {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -80,4 +86,27 @@ func TestGoDirectiveNoPatchPin(t *testing.T) {
 			t.Errorf("%s has no go directive", path)
 		}
 	}
+}
+
+// moduleFiles lists every go.mod in the repository, so that a new module is
+// checked without being named here.
+func moduleFiles(t *testing.T) []string {
+	t.Helper()
+	var paths []string
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != "../.." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && d.Name() == "go.mod" {
+			paths = append(paths, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return paths
 }
