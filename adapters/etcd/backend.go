@@ -83,6 +83,18 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	for attempt := 1; ; attempt++ {
+		tok, err := b.acquire(ctx, name, owner, md, ttl)
+		// A lease that lapsed between its grant and the Txn (a client
+		// stalled for its whole TTL) makes the Txn fail whole: nothing was
+		// written, so a new grant may try again.
+		if !errors.Is(err, rpctypes.ErrLeaseNotFound) || attempt == 3 || ctx.Err() != nil {
+			return tok, err
+		}
+	}
+}
+
+func (b *Backend) acquire(ctx context.Context, name, owner, md string, ttl time.Duration) (fence.Token, error) {
 	lease, err := b.grant(ctx, ttl)
 	if err != nil {
 		return 0, opError(ctx, "acquire", name, err)
@@ -147,10 +159,20 @@ func (b *Backend) grant(ctx context.Context, ttl time.Duration) (clientv3.LeaseI
 	return resp.ID, nil
 }
 
-// revoke drops a lease that holds no lock key, best effort: if it fails,
-// the lease lapses by itself at the end of its TTL.
+// revokeTimeout bounds the revocation of a lease that holds no lock key.
+const revokeTimeout = 5 * time.Second
+
+// revoke drops a lease that holds no lock key, in the background and best
+// effort, so that the call that made it useless returns without waiting one
+// more round trip: if the revocation fails, the lease lapses by itself at the
+// end of its TTL. It outlives ctx's cancellation (but not revokeTimeout),
+// since an unused lease is worth dropping whatever became of the caller.
 func (b *Backend) revoke(ctx context.Context, lease clientv3.LeaseID) {
-	_, _ = b.client.Revoke(ctx, lease)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), revokeTimeout)
+	go func() {
+		defer cancel()
+		_, _ = b.client.Revoke(ctx, lease)
+	}()
 }
 
 // Extend renews owner's lease on name to ttl from now. It reads the lock key

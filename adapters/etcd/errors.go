@@ -38,7 +38,10 @@ func transient(err error) bool {
 	if errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrLeaderChanged) ||
 		errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
 		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost) || errors.Is(err, rpctypes.ErrTooManyRequests) ||
-		errors.Is(err, rpctypes.ErrNotCapable) {
+		errors.Is(err, rpctypes.ErrNotCapable) ||
+		// A lease granted for a Txn lapsed before the Txn ran: the Txn did
+		// nothing, and a new grant may be in time.
+		errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return true
 	}
 	var se interface{ GRPCStatus() *status.Status }

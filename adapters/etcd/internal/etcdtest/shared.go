@@ -71,4 +71,3 @@ func New(t testing.TB) *Cluster {
 	t.Cleanup(c.Close)
 	return c
 }
-
