@@ -155,8 +155,12 @@ func TestPartitionedLeaderCannotAcquire(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
-		if err := op(ctx); err == nil {
+		err := op(ctx)
+		if err == nil {
 			t.Fatalf("%s on the minority side succeeded; want an error", what)
+		}
+		if !lock.Retryable(err) {
+			t.Fatalf("%s on the minority side: %v; want an error that lock.Client retries", what, err)
 		}
 	}
 	try("Acquire of the lock the majority holds", func(ctx context.Context) error {
