@@ -1,6 +1,8 @@
 package etcd_test
 
 import (
+	"flag"
+	"fmt"
 	"os"
 	"testing"
 
@@ -10,9 +12,27 @@ import (
 	"github.com/fencekit/fencekit/internal/testkit"
 )
 
-// TestMain stops the cluster that the package's tests share (started on
-// first use by etcdtest.Endpoints) when they are done.
+// exampleEndpoints are the shared cluster's, for the examples.
+var exampleEndpoints []string
+
+// TestMain starts the cluster that the package's tests share, when the run
+// has examples to give it to (tests start it on first use), and stops it
+// when they are done. Examples cannot skip themselves, so without a cluster
+// they are skipped here with a note, unless FENCEKIT_REQUIRE_BACKENDS=1,
+// under which they run and fail.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	eps, err := etcdtest.SharedEndpoints()
+	if err == nil {
+		exampleEndpoints = eps
+	} else if os.Getenv(testkit.RequireEnv) != "1" {
+		fmt.Fprintf(os.Stderr, "adapters/etcd: examples skipped, no etcd cluster (%v)\n", err)
+		skip := "^Example"
+		if prev := flag.Lookup("test.skip").Value.String(); prev != "" {
+			skip = prev + "|" + skip
+		}
+		_ = flag.Set("test.skip", skip)
+	}
 	code := m.Run()
 	etcdtest.StopShared()
 	os.Exit(code)

@@ -28,6 +28,16 @@ var shared struct {
 // FENCEKIT_REQUIRE_BACKENDS=1.
 func Endpoints(t testing.TB) []string {
 	t.Helper()
+	eps, err := SharedEndpoints()
+	if err != nil {
+		testkit.Unavailable(t, "etcd", "the embedded three-member cluster did not start ("+err.Error()+"); set "+EndpointsEnv)
+	}
+	return eps
+}
+
+// SharedEndpoints is Endpoints for code without a testing.TB (TestMain,
+// examples): the error says why there is no cluster.
+func SharedEndpoints() ([]string, error) {
 	shared.once.Do(func() {
 		if env := strings.TrimSpace(os.Getenv(EndpointsEnv)); env != "" {
 			shared.eps = strings.Split(env, ",")
@@ -42,10 +52,7 @@ func Endpoints(t testing.TB) []string {
 			shared.eps = shared.c.Endpoints()
 		}
 	})
-	if shared.err != nil {
-		testkit.Unavailable(t, "etcd", "the embedded three-member cluster did not start ("+shared.err.Error()+"); set "+EndpointsEnv)
-	}
-	return shared.eps
+	return shared.eps, shared.err
 }
 
 // StopShared stops the shared embedded cluster, if one was started, and
