@@ -139,8 +139,10 @@ func TestPartitionedLeaderCannotAcquire(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire before the partition: %v", err)
 	}
-	c.Isolate(leader)
-	t.Cleanup(func() { c.Heal(leader) })
+	if err := c.Isolate(leader); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Heal(leader) })
 
 	var tok fence.Token
 	eventually(t, "Acquire of a free lock on the majority side", func(ctx context.Context) (err error) {
@@ -176,7 +178,9 @@ func TestPartitionedLeaderCannotAcquire(t *testing.T) {
 		return err
 	})
 
-	c.Heal(leader)
+	if err := c.Heal(leader); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "Inspect on the old leader after the partition healed", func(ctx context.Context) error {
 		info, err := minority.Inspect(ctx, "free")
 		if err == nil && (info.Owner != b || info.Token != tok) {

@@ -1,25 +1,28 @@
 // Package etcdtest starts real etcd clusters for the adapter's tests: three
-// members of the embedded server (go.etcd.io/etcd/server/v3/embed), each on
-// free loopback ports with a data directory of its own, in the test's own
-// process. It is imported only by tests and by fencelab's tests, so the
-// server's code is never linked into a program that uses the adapter.
+// members of the embedded server (go.etcd.io/etcd/server/v3/embed), each a
+// process of its own (the command in ./member, built on first use without
+// the race detector) on free loopback ports, with a data directory of its
+// own. It is imported only by tests, so the server's code is never linked
+// into a program that uses the adapter.
 package etcdtest
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
-	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
 
@@ -27,16 +30,16 @@ import (
 const Size = 3
 
 // Timing of the test clusters: etcd's defaults, a 100 ms heartbeat and a
-// 1 s election timeout, which a loaded CI machine running the race detector
-// does not mistake for a dead leader. The server's minimum lease TTL follows
-// from them: 1.5 election timeouts, rounded up to a whole second, is 2 s.
+// 1 s election timeout, which a loaded CI machine does not mistake for a
+// dead leader. The server's minimum lease TTL follows from them: 1.5
+// election timeouts, rounded up to a whole second, is 2 s.
 const (
 	TickMs     = 100
 	ElectionMs = 1000
 )
 
 // StartTimeout bounds how long a cluster (or one restarted member) may take
-// to become ready.
+// to become ready, not counting the build of the member command.
 const StartTimeout = 60 * time.Second
 
 // Member is one etcd server of a Cluster.
@@ -46,19 +49,23 @@ type Member struct {
 	PeerURL   string
 	Dir       string
 
-	mu   sync.Mutex
-	cfg  *embed.Config
-	etcd *embed.Etcd // nil while stopped
+	initial string
+
+	mu    sync.Mutex
+	state string // "new" until the first start, then "existing"
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Scanner
 }
 
-// Cluster is a set of embedded etcd members that formed one cluster.
+// Cluster is a set of etcd members that formed one cluster.
 type Cluster struct {
 	Members []*Member
 }
 
-// Start starts a new three-member cluster under dir and waits until it has a
-// leader. Ports are picked free a moment before the members bind them; when
-// one was taken meanwhile, Start tries again with new ones.
+// Start starts a new three-member cluster under dir and waits until every
+// member serves. Ports are picked free a moment before the members bind
+// them; when one was taken meanwhile, Start tries again with new ones.
 func Start(dir string) (*Cluster, error) {
 	var last error
 	for attempt := 0; attempt < 3; attempt++ {
@@ -72,6 +79,9 @@ func Start(dir string) (*Cluster, error) {
 }
 
 func start(dir string) (*Cluster, error) {
+	if _, err := memberBinary(); err != nil {
+		return nil, err
+	}
 	c := &Cluster{}
 	var initial []string
 	for i := 0; i < Size; i++ {
@@ -84,6 +94,7 @@ func start(dir string) (*Cluster, error) {
 			ClientURL: "http://127.0.0.1:" + strconv.Itoa(cp),
 			PeerURL:   "http://127.0.0.1:" + strconv.Itoa(pp),
 			Dir:       filepath.Join(dir, "m"+strconv.Itoa(i)),
+			state:     "new",
 		}
 		if err := os.MkdirAll(m.Dir, 0o700); err != nil {
 			return nil, err
@@ -92,17 +103,56 @@ func start(dir string) (*Cluster, error) {
 		initial = append(initial, m.Name+"="+m.PeerURL)
 	}
 	for _, m := range c.Members {
-		cfg, err := config(m, strings.Join(initial, ","))
-		if err != nil {
-			return nil, err
-		}
-		m.cfg = cfg
+		m.initial = strings.Join(initial, ",")
 	}
 	if err := c.startMembers(c.Members); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+var build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// memberBinary builds the member command once per test process, with the
+// go command that runs the tests, without -race.
+func memberBinary() (string, error) {
+	build.once.Do(func() {
+		_, file, _, ok := runtime.Caller(0)
+		if !ok {
+			build.err = errors.New("etcdtest: cannot locate the member command's source")
+			return
+		}
+		dir, err := os.MkdirTemp("", "fencekit-etcdmember-")
+		if err != nil {
+			build.err = err
+			return
+		}
+		build.path = filepath.Join(dir, "member")
+		cmd := exec.Command(goCommand(), "build", "-o", build.path, "./member")
+		cmd.Dir = filepath.Dir(file)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			build.err = fmt.Errorf("etcdtest: build the member command: %v\n%s", err, out)
+		}
+	})
+	return build.path, build.err
+}
+
+// goCommand is the go command of the toolchain running the tests.
+func goCommand() string {
+	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+		return p
+	}
+	return "go"
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // freePorts returns two loopback ports that were free a moment ago.
@@ -125,36 +175,8 @@ func freePorts() (int, int, error) {
 	return ports[0], ports[1], nil
 }
 
-func config(m *Member, initial string) (*embed.Config, error) {
-	cu, err := url.Parse(m.ClientURL)
-	if err != nil {
-		return nil, err
-	}
-	pu, err := url.Parse(m.PeerURL)
-	if err != nil {
-		return nil, err
-	}
-	cfg := embed.NewConfig()
-	cfg.Name = m.Name
-	cfg.Dir = m.Dir
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
-	cfg.InitialCluster = initial
-	cfg.InitialClusterToken = "fencekit-test"
-	cfg.ClusterState = embed.ClusterStateFlagNew
-	cfg.TickMs, cfg.ElectionMs = TickMs, ElectionMs
-	// The data survives a clean stop without fsync (the page cache keeps
-	// it), which is all the restart test needs; fsync on a shared CI
-	// machine only makes elections flaky.
-	cfg.UnsafeNoFsync = true
-	cfg.Logger = "zap"
-	cfg.LogLevel = "error"
-	cfg.LogOutputs = []string{filepath.Join(m.Dir, "etcd.log")}
-	return cfg, nil
-}
-
 // startMembers starts ms at once (a new cluster needs a quorum to become
-// ready) and waits until each is ready.
+// ready) and waits until each serves.
 func (c *Cluster) startMembers(ms []*Member) error {
 	errs := make([]error, len(ms))
 	var wg sync.WaitGroup
@@ -170,78 +192,107 @@ func (c *Cluster) startMembers(ms []*Member) error {
 }
 
 func (m *Member) start() error {
+	bin, err := memberBinary()
+	if err != nil {
+		return err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.etcd != nil {
+	if m.cmd != nil {
 		return nil
 	}
-	e, err := embed.StartEtcd(m.cfg)
+	cmd := exec.Command(bin,
+		"-name", m.Name, "-dir", m.Dir, "-client-url", m.ClientURL, "-peer-url", m.PeerURL,
+		"-initial-cluster", m.initial, "-state", m.state,
+		"-tick-ms", strconv.Itoa(TickMs), "-election-ms", strconv.Itoa(ElectionMs))
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
+		return err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	stderr, err := os.Create(filepath.Join(m.Dir, "member.stderr"))
+	if err != nil {
+		return err
+	}
+	defer stderr.Close()
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("etcdtest: start %s: %w", m.Name, err)
 	}
+	out := bufio.NewScanner(stdout)
+	ready := make(chan bool, 1)
+	go func() { ready <- out.Scan() && out.Text() == "ready" }()
 	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
-		return fmt.Errorf("etcdtest: %s failed: %w", m.Name, err)
+	case ok := <-ready:
+		if !ok {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			msg, _ := os.ReadFile(filepath.Join(m.Dir, "member.stderr"))
+			return fmt.Errorf("etcdtest: %s exited before it was ready: %s", m.Name, msg)
+		}
 	case <-time.After(StartTimeout):
-		e.Server.Stop()
-		e.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 		return fmt.Errorf("etcdtest: %s not ready within %v", m.Name, StartTimeout)
 	}
-	m.etcd = e
+	m.cmd, m.stdin, m.out, m.state = cmd, stdin, out, "existing"
 	return nil
 }
 
-// Running reports whether the member is started.
+// Running reports whether the member's process is running.
 func (m *Member) Running() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.etcd != nil
+	return m.cmd != nil
 }
 
-// Server returns the member's running embedded server, or nil.
-func (m *Member) Server() *embed.Etcd {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.etcd
-}
-
-// Stop stops the member, as a process that was killed would stop serving:
-// its clients lose their connections and the others elect a new leader if it
-// led. Its data directory stays.
+// Stop kills the member's process (SIGKILL): its clients lose their
+// connections and the others elect a new leader if it led. Its data
+// directory stays.
 func (m *Member) Stop() {
 	m.mu.Lock()
-	e := m.etcd
-	m.etcd = nil
-	m.mu.Unlock()
-	if e != nil {
-		e.Server.HardStop()
-		e.Close()
+	defer m.mu.Unlock()
+	if m.cmd == nil {
+		return
 	}
+	_ = m.cmd.Process.Kill()
+	_ = m.cmd.Wait()
+	_ = m.stdin.Close()
+	m.cmd, m.stdin, m.out = nil, nil, nil
 }
 
-// Restart starts a stopped member again from its data directory.
-func (c *Cluster) Restart(ms ...*Member) error {
-	for _, m := range ms {
-		m.mu.Lock()
-		m.cfg.ClusterState = embed.ClusterStateFlagExisting
-		m.mu.Unlock()
+// command sends one line to the member and waits for its answer.
+func (m *Member) command(line string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil {
+		return fmt.Errorf("etcdtest: %s is stopped", m.Name)
 	}
+	if _, err := fmt.Fprintln(m.stdin, line); err != nil {
+		return err
+	}
+	if !m.out.Scan() {
+		return fmt.Errorf("etcdtest: %s: no answer to %q", m.Name, line)
+	}
+	if ans := m.out.Text(); ans != "ok" {
+		return fmt.Errorf("etcdtest: %s: %s", m.Name, ans)
+	}
+	return nil
+}
+
+// Restart starts stopped members again from their data directories.
+func (c *Cluster) Restart(ms ...*Member) error {
 	return c.startMembers(ms)
 }
 
-// Close stops every member.
+// Close kills every member.
 func (c *Cluster) Close() {
-	var wg sync.WaitGroup
 	for _, m := range c.Members {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m.Stop()
-		}()
+		m.Stop()
 	}
-	wg.Wait()
 }
 
 // Endpoints returns the client URLs of every member.
@@ -256,31 +307,15 @@ func (c *Cluster) Endpoints() []string {
 // Leader returns the member that leads, waiting up to timeout for the
 // running members to agree on one.
 func (c *Cluster) Leader(ctx context.Context, timeout time.Duration) (*Member, error) {
+	cli, err := NewClient(c.Endpoints())
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
 	deadline := time.Now().Add(timeout)
 	for {
-		var lead *Member
-		agree := true
-		for _, m := range c.Members {
-			e := m.Server()
-			if e == nil {
-				continue
-			}
-			id := e.Server.Leader()
-			if id == 0 {
-				agree = false
-				break
-			}
-			for _, o := range c.Members {
-				if oe := o.Server(); oe != nil && oe.Server.MemberID() == id {
-					if lead != nil && lead != o {
-						agree = false
-					}
-					lead = o
-				}
-			}
-		}
-		if agree && lead != nil {
-			return lead, nil
+		if m := c.agreedLeader(ctx, cli); m != nil {
+			return m, nil
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("etcdtest: no leader within %v", timeout)
@@ -293,33 +328,44 @@ func (c *Cluster) Leader(ctx context.Context, timeout time.Duration) (*Member, e
 	}
 }
 
+// agreedLeader asks every running member whom it follows, and returns that
+// member when all agree.
+func (c *Cluster) agreedLeader(ctx context.Context, cli *clientv3.Client) *Member {
+	ids := map[uint64]*Member{}
+	var lead uint64
+	for _, m := range c.Members {
+		if !m.Running() {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		st, err := cli.Status(sctx, m.ClientURL)
+		cancel()
+		if err != nil || st.Leader == 0 || (lead != 0 && st.Leader != lead) {
+			return nil
+		}
+		lead = st.Leader
+		ids[st.Header.MemberId] = m
+	}
+	return ids[lead]
+}
+
 // Isolate cuts m off from every other member, both ways, inside the
 // members' Raft transports: messages between m and the rest are dropped as
 // by a network partition, while m's clients still reach m. Heal undoes it.
-func (c *Cluster) Isolate(m *Member) {
-	c.cut(m, true)
-}
+func (c *Cluster) Isolate(m *Member) error { return c.cut(m, "cut") }
 
 // Heal ends an Isolate.
-func (c *Cluster) Heal(m *Member) {
-	c.cut(m, false)
-}
+func (c *Cluster) Heal(m *Member) error { return c.cut(m, "mend") }
 
-func (c *Cluster) cut(m *Member, on bool) {
-	me := m.Server()
+func (c *Cluster) cut(m *Member, verb string) error {
+	var errs []error
 	for _, o := range c.Members {
-		oe := o.Server()
-		if o == m || oe == nil || me == nil {
+		if o == m || !o.Running() {
 			continue
 		}
-		if on {
-			me.Server.CutPeer(oe.Server.MemberID())
-			oe.Server.CutPeer(me.Server.MemberID())
-		} else {
-			me.Server.MendPeer(oe.Server.MemberID())
-			oe.Server.MendPeer(me.Server.MemberID())
-		}
+		errs = append(errs, m.command(verb+" "+o.Name), o.command(verb+" "+m.Name))
 	}
+	return errors.Join(errs...)
 }
 
 // NewClient returns a client of the given endpoints with the client
