@@ -2,6 +2,7 @@ package etcdtest
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -55,14 +56,18 @@ func SharedEndpoints() ([]string, error) {
 	return shared.eps, shared.err
 }
 
-// StopShared stops the shared embedded cluster, if one was started, and
-// removes its data.
+// StopShared stops the shared cluster, if one was started, and removes its
+// data and the member command built for this process. Call it from TestMain
+// after m.Run, when no test's cluster runs any more.
 func StopShared() {
 	if shared.c != nil {
 		shared.c.Close()
 	}
 	if shared.dir != "" {
 		_ = os.RemoveAll(shared.dir)
+	}
+	if build.path != "" {
+		_ = os.RemoveAll(filepath.Dir(build.path))
 	}
 }
 
