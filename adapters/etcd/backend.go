@@ -280,7 +280,7 @@ func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
 		return lock.Info{}, err
 	}
 	lk, mk := b.LockKey(name), b.MetaKey(name)
-	for {
+	for attempt := 1; ; attempt++ {
 		resp, err := b.client.Txn(ctx).Then(clientv3.OpGet(lk), clientv3.OpGet(mk)).Commit()
 		if err != nil {
 			return lock.Info{}, opError(ctx, "inspect", name, err)
@@ -298,7 +298,12 @@ func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
 			return lock.Info{}, opError(ctx, "inspect", name, err)
 		}
 		if err != nil || ttl.TTL < 0 {
-			// The lease ended after the read, and the key with it: read again.
+			// The lease ended after the read, and the key with it: read
+			// again. A key that never had a lease (written by hand) would
+			// read the same way every time.
+			if attempt == 3 {
+				return lock.Info{}, fmt.Errorf("fencekit/etcd: inspect %q: the lock key's lease %x does not exist", name, kvs[0].Lease)
+			}
 			continue
 		}
 		info.TTL = max(time.Duration(ttl.TTL)*time.Second, time.Millisecond)

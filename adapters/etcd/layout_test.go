@@ -159,3 +159,22 @@ func TestClientGoneLeaseLapses(t *testing.T) {
 		t.Fatalf("lease of %v ended after %v", ttl, held)
 	}
 }
+
+// TestInspectKeyWithoutLease: a lock key written by hand, with no lease,
+// gets an error from Inspect, not a spin until the context ends, and is
+// not renewable.
+func TestInspectKeyWithoutLease(t *testing.T) {
+	cl := sharedClient(t)
+	ns := prefix(t)
+	ctx := testkit.Context(t)
+	b := fenceetcd.NewBackend(cl, &fenceetcd.BackendOptions{Prefix: ns})
+	if _, err := cl.Put(ctx, b.LockKey("l"), "someone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Inspect(ctx, "l"); err == nil || ctx.Err() != nil {
+		t.Fatalf("Inspect of a lock key without a lease: %v (context: %v); want an error before the context ends", err, ctx.Err())
+	}
+	if err := b.Extend(ctx, "l", "someone", 10*time.Second); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("Extend of a lock key without a lease: %v; want lock.ErrNotHeld", err)
+	}
+}
