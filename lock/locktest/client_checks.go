@@ -185,7 +185,8 @@ func checkLeaseTTLAndRelease(ctx context.Context, b lock.Backend, ns string) err
 
 func checkLostAtDeadline(ctx context.Context, b lock.Backend, ns string) error {
 	c := lock.New(b, nil)
-	l, err := c.TryAcquire(ctx, ns+"l", shortTTL)
+	// A TTL below a Granular backend's unit would be rounded up anyway.
+	l, err := c.TryAcquire(ctx, ns+"l", max(shortTTL, granularity(b)))
 	if err != nil {
 		return fmt.Errorf("TryAcquire: %w", err)
 	}
@@ -202,7 +203,8 @@ func checkLostAtDeadline(ctx context.Context, b lock.Backend, ns string) error {
 }
 
 func checkKeepAlive(ctx context.Context, b lock.Backend, ns string) error {
-	const ttl = 300 * time.Millisecond
+	// A Granular backend's unit, when longer: the lease lasts that long anyway.
+	ttl := max(300*time.Millisecond, granularity(b))
 	extended := make(chan struct{}, 64)
 	c := lock.New(b, &lock.Options{KeepAlive: true, Observer: func(e lock.Event) {
 		if e.Kind == lock.EventExtended {
@@ -242,7 +244,7 @@ func checkKeepAlive(ctx context.Context, b lock.Backend, ns string) error {
 
 func checkKeepAliveDetectsLoss(ctx context.Context, b lock.Backend, ns string) error {
 	c := lock.New(b, &lock.Options{KeepAlive: true})
-	l, err := c.TryAcquire(ctx, ns+"l", 300*time.Millisecond)
+	l, err := c.TryAcquire(ctx, ns+"l", max(300*time.Millisecond, granularity(b)))
 	if err != nil {
 		return fmt.Errorf("TryAcquire: %w", err)
 	}
@@ -264,7 +266,7 @@ func checkDoCancelsOnLoss(ctx context.Context, b lock.Backend, ns string) error 
 	c := lock.New(b, nil)
 	name := ns + "l"
 	var cause error
-	err := c.Do(ctx, name, 300*time.Millisecond, func(fnCtx context.Context, l *lock.Lease) error {
+	err := c.Do(ctx, name, max(300*time.Millisecond, granularity(b)), func(fnCtx context.Context, l *lock.Lease) error {
 		if err := b.Release(ctx, l.Name(), l.Owner()); err != nil {
 			return fmt.Errorf("dropping the lease: %w", err)
 		}

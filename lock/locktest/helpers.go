@@ -134,7 +134,7 @@ func expectLease(ctx context.Context, b lock.Backend, name, owner string, token 
 	if info.Name != name || !info.Held || info.Owner != owner || info.Token != token {
 		return fmt.Errorf("Inspect(%q) = %+v; want held by %q with token %d", name, info, owner, token)
 	}
-	return ttlWithin("Inspect", info.TTL, ttl, granted, at)
+	return ttlWithinGranular("Inspect", info.TTL, ttl, granularity(b), granted, at)
 }
 
 // ttlWithin fails unless got, a remaining TTL reported by the call in
@@ -142,14 +142,20 @@ func expectLease(ctx context.Context, b lock.Backend, name, owner string, token 
 // lies in the range the two windows allow: at most ttl minus the time
 // surely gone since, at least ttl minus the time at most gone since.
 func ttlWithin(what string, got, ttl time.Duration, granted, at window) error {
+	return ttlWithinGranular(what, got, ttl, 0, granted, at)
+}
+
+// ttlWithinGranular is ttlWithin for a backend with TTL granularity g (see
+// Granular): the reported TTL may be up to g off either way.
+func ttlWithinGranular(what string, got, ttl, g time.Duration, granted, at window) error {
 	surely, atMost := at.call.Sub(granted.ret), at.ret.Sub(granted.call)
 	switch {
 	case got <= 0:
 		return fmt.Errorf("%s reported TTL %v for a live lease; want the remaining TTL, above 0", what, got)
-	case got > ttl-surely+tolerance:
-		return fmt.Errorf("%s reported TTL %v for a lease set to %v at least %v earlier; want the remaining TTL, at most %v", what, got, ttl, surely.Round(time.Millisecond), ttl-surely)
-	case got < ttl-atMost-tolerance:
-		return fmt.Errorf("%s reported TTL %v for a lease set to %v at most %v earlier; want at least %v: the lease is shorter than asked", what, got, ttl, atMost.Round(time.Millisecond), ttl-atMost)
+	case got > ttl-surely+g+tolerance:
+		return fmt.Errorf("%s reported TTL %v for a lease set to %v at least %v earlier; want the remaining TTL, at most %v%s", what, got, ttl, surely.Round(time.Millisecond), ttl-surely+g, granularNote(g))
+	case got < ttl-atMost-g-tolerance:
+		return fmt.Errorf("%s reported TTL %v for a lease set to %v at most %v earlier; want at least %v%s: the lease is shorter than asked", what, got, ttl, atMost.Round(time.Millisecond), ttl-atMost-g, granularNote(g))
 	}
 	return nil
 }

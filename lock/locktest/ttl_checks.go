@@ -9,6 +9,34 @@ import (
 	"github.com/fencekit/fencekit/lock"
 )
 
+// Granular is implemented by a Backend whose server keeps TTLs in a coarse
+// unit, such as etcd's whole-second leases. Such a backend must round every
+// TTL up to its unit, so that a lease never ends before the TTL asked for.
+// The checks then accept a reported remaining TTL up to TTLGranularity off
+// either way (a coarse server may also report the remaining time rounded
+// down), and still fail a lease that ends before its TTL or a reported TTL
+// further off. A backend without it is judged to within 5 ms, as before.
+type Granular interface {
+	// TTLGranularity is the unit, above 0, to which the backend rounds a
+	// TTL up.
+	TTLGranularity() time.Duration
+}
+
+// granularity is b's declared TTL granularity, or 0.
+func granularity(b lock.Backend) time.Duration {
+	if g, ok := b.(Granular); ok {
+		return max(g.TTLGranularity(), 0)
+	}
+	return 0
+}
+
+func granularNote(g time.Duration) string {
+	if g == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (give or take the backend's declared TTL granularity, %v)", g)
+}
+
 // checkInspectRemaining: Inspect reports the time a lease has left, not the
 // TTL it was granted with.
 func checkInspectRemaining(ctx context.Context, b lock.Backend, ns string) error {
@@ -49,7 +77,7 @@ func checkHeldErrorTTL(ctx context.Context, b lock.Backend, ns string) error {
 	if held.Name != name {
 		return fmt.Errorf("HeldError.Name = %q; want %q", held.Name, name)
 	}
-	return ttlWithin("HeldError", held.TTL, longTTL, w, at)
+	return ttlWithinGranular("HeldError", held.TTL, longTTL, granularity(b), w, at)
 }
 
 // checkExtendFromNow: Extend sets the lease to end ttl after the call,
