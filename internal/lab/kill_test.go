@@ -73,4 +73,3 @@ func TestChaosKillServerUsage(t *testing.T) {
 		t.Fatalf("negative interval: exit %d\n%s", code, out)
 	}
 }
-
