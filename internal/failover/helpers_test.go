@@ -51,3 +51,6 @@ func mustAcquire(t *testing.T, ctx context.Context, b lock.Backend, name, owner 
 	}
 	return tok
 }
+
+// errNotYet is a condition not met yet, for retry.
+var errNotYet = errors.New("not yet")
