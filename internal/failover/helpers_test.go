@@ -54,3 +54,5 @@ func mustAcquire(t *testing.T, ctx context.Context, b lock.Backend, name, owner 
 
 // errNotYet is a condition not met yet, for retry.
 var errNotYet = errors.New("not yet")
+
+func errorsIsNotFound(err error) bool { return errors.Is(err, fence.ErrNotFound) }
