@@ -28,6 +28,7 @@ type Postgres struct {
 	dir  string
 	port int
 	cred *syscall.Credential
+	env  []string
 
 	mu   sync.Mutex
 	proc *process
@@ -38,7 +39,12 @@ type Postgres struct {
 // process runs as root the server runs as user postgres, which owns the
 // directory. Close removes it. Without the binaries the error matches
 // ErrNoBinary.
-func StartPostgres() (p *Postgres, err error) {
+func StartPostgres() (*Postgres, error) { return StartPostgresEnv(nil) }
+
+// StartPostgresEnv is StartPostgres with extra environment variables for
+// the server processes ("NAME=value"), such as LD_PRELOAD for libfaketime;
+// initdb runs without them.
+func StartPostgresEnv(env []string) (p *Postgres, err error) {
 	bin, err := postgresBinDir()
 	if err != nil {
 		return nil, err
@@ -58,7 +64,7 @@ func StartPostgres() (p *Postgres, err error) {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	p = &Postgres{bin: bin, dir: dir, cred: cred}
+	p = &Postgres{bin: bin, dir: dir, cred: cred, env: env}
 	if cred != nil {
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			return nil, err
@@ -140,6 +146,7 @@ func (p *Postgres) launch(deadline time.Time) error {
 		"-c", "logging_collector=off",
 	)
 	cmd.Dir = p.dir
+	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := start(cmd, p.cred); err != nil {
 		return fmt.Errorf("start postgres: %w", err)

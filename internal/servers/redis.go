@@ -26,6 +26,7 @@ type Redis struct {
 	dir  string
 	port int
 	args []string
+	env  []string
 
 	mu   sync.Mutex
 	proc *process
@@ -34,7 +35,11 @@ type Redis struct {
 // StartRedis starts a redis-server on a free port with its files in a new
 // temporary directory, which Close removes. args are extra command-line
 // arguments. Without redis-server on PATH the error matches ErrNoBinary.
-func StartRedis(args ...string) (*Redis, error) {
+func StartRedis(args ...string) (*Redis, error) { return StartRedisEnv(nil, args...) }
+
+// StartRedisEnv is StartRedis with extra environment variables for the
+// server process ("NAME=value"), such as LD_PRELOAD for libfaketime.
+func StartRedisEnv(env []string, args ...string) (*Redis, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("%w: redis-server: %v", ErrNoBinary, err)
@@ -43,7 +48,7 @@ func StartRedis(args ...string) (*Redis, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Redis{bin: bin, dir: dir, args: args}
+	r := &Redis{bin: bin, dir: dir, args: args, env: env}
 	defer func() {
 		if err != nil {
 			_ = os.RemoveAll(dir)
@@ -90,6 +95,7 @@ func (r *Redis) Start() error {
 	}, r.args...)
 	cmd := exec.Command(r.bin, args...)
 	cmd.Dir = r.dir
+	cmd.Env = append(os.Environ(), r.env...)
 	if err := start(cmd, nil); err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
 	}
