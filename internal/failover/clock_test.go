@@ -13,6 +13,7 @@ import (
 	"github.com/fencekit/fencekit/internal/servers"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
+	"github.com/fencekit/fencekit/lock"
 )
 
 // startServer turns a servers error into a skip (no binaries) or a failure.
@@ -102,4 +103,54 @@ func TestClockStepBackRedisMintsBelowEarlierTokenOnceCounterGone(t *testing.T) {
 	kept2 := mustAcquire(t, ctx, keep, "job", testkit.Owner(t), time.Minute)
 	require.Greater(t, kept2, kept1, "CounterIdle < 0: the token after the step")
 
+}
+
+// TestClockStepPostgresTokensIgnoreItExpiryFollowsIt runs PostgreSQL under
+// libfaketime and steps its clock. Tokens come from the lease row's counter,
+// so no step changes their order; leases expire by the database clock, so
+// steps move expiry:
+//   - an hour back: a live lease lasts an hour longer (the next owner waits,
+//     a liveness cost), and the token after its release is the next one up;
+//   - two hours ahead: a one-minute lease is expired at once, while its
+//     holder still believes it holds it for a minute; the next owner gets a
+//     higher token, and the fenced store refuses the first holder once the
+//     next one wrote.
+func TestClockStepPostgresTokensIgnoreItExpiryFollowsIt(t *testing.T) {
+	ctx := testkit.Context(t)
+	clock := testkit.NewFakeClock(t)
+	pg, err := servers.StartPostgresEnv(clock.Env())
+	startServer(t, err)
+	t.Cleanup(pg.Close)
+	p := openPG(t, pg.URL(), testkit.Namespace(t), true, nil)
+	dbNow := func() time.Time {
+		var now time.Time
+		require.NoError(t, p.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now))
+		return now
+	}
+
+	first := testkit.Owner(t)
+	tok1 := mustAcquire(t, ctx, p.backend, "job", first, time.Minute)
+	require.NoError(t, p.store.Put(ctx, "resource", tok1, []byte("first")))
+
+	clock.Set("-3600")
+	require.True(t, time.Until(dbNow()) < -59*time.Minute, "the database clock did not step back: %v", dbNow())
+	info, err := p.backend.Inspect(ctx, "job")
+	require.NoError(t, err)
+	require.True(t, info.TTL > time.Hour, "after a step back the lease lasts longer: TTL %v", info.TTL)
+	_, err = p.backend.Acquire(ctx, "job", testkit.Owner(t), time.Minute)
+	require.ErrorIs(t, err, lock.ErrHeld)
+	require.NoError(t, p.backend.Release(ctx, "job", first))
+	second := testkit.Owner(t)
+	tok2 := mustAcquire(t, ctx, p.backend, "job", second, time.Minute)
+	require.Equal(t, tok1+1, tok2, "the token after a step back")
+	require.NoError(t, p.store.Put(ctx, "resource", tok2, []byte("second")))
+
+	clock.Set("+3600")
+	require.True(t, time.Until(dbNow()) > 59*time.Minute, "the database clock did not step ahead: %v", dbNow())
+	third := testkit.Owner(t)
+	tok3, err := p.backend.Acquire(ctx, "job", third, time.Minute)
+	require.NoError(t, err, "a step ahead expires the one-minute lease at once")
+	require.Greater(t, tok3, tok2)
+	require.NoError(t, p.store.Put(ctx, "resource", tok3, []byte("third")))
+	require.ErrorIs(t, p.store.Put(ctx, "resource", tok2, []byte("second, still running")), fence.ErrStale)
 }
