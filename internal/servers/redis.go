@@ -15,8 +15,9 @@ import (
 	"time"
 )
 
-// startTimeout bounds a server's start and stop.
-const startTimeout = 30 * time.Second
+// startTimeout bounds a server's start and stop, and initdb; generous,
+// because CI machines are shared and slow.
+const startTimeout = 90 * time.Second
 
 // Redis is a throwaway redis-server without persistence (--save ""
 // --appendonly no): a Kill followed by Start brings it back empty, as a
