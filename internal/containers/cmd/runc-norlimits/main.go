@@ -21,7 +21,7 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	runc, err := exec.LookPath("runc")
+	runc, err := findRunc()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "runc-norlimits:", err)
 		os.Exit(1)
@@ -29,6 +29,20 @@ func main() {
 	err = syscall.Exec(runc, append([]string{runc}, os.Args[1:]...), os.Environ())
 	fmt.Fprintln(os.Stderr, "runc-norlimits: exec runc:", err)
 	os.Exit(1)
+}
+
+// findRunc looks on PATH, then where Debian and others install runc: podman
+// may call the runtime with a PATH without the sbin directories.
+func findRunc() (string, error) {
+	if p, err := exec.LookPath("runc"); err == nil {
+		return p, nil
+	}
+	for _, p := range []string{"/usr/sbin/runc", "/usr/bin/runc", "/usr/local/sbin/runc", "/usr/local/bin/runc"} {
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("runc not found on PATH or in the sbin directories")
 }
 
 // bundleDir finds the --bundle (or -b) argument of `runc create` and `runc
