@@ -58,11 +58,16 @@ func dockerReady() error {
 	return dockerHealth.err
 }
 
+// probeTimeout bounds the one probe of a Docker provider.
+const probeTimeout = 60 * time.Second
+
 func probeDocker() error {
 	if !dockerLikely() {
 		return errors.New("no Docker socket and no DOCKER_HOST")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Generous: against podman's Docker API, testcontainers takes about
+	// 13 s on this machine to create its provider.
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
 	healthy := make(chan error, 1)
 	go func() {
@@ -88,7 +93,7 @@ func probeDocker() error {
 		}
 		return nil
 	case <-ctx.Done():
-		return errors.New("docker provider did not answer within 10s")
+		return fmt.Errorf("docker provider did not answer within %v", probeTimeout)
 	}
 }
 

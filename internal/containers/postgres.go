@@ -42,5 +42,7 @@ func PostgresURL(t testing.TB) string {
 	if err != nil {
 		unavailable(t, "PostgreSQL", err)
 	}
+	// CI greps for "path:" to show which path each test took.
+	t.Logf("path: PostgreSQL container, image %s, at %s", image(PostgresImageEnv, DefaultPostgresImage), url)
 	return url
 }

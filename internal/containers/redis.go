@@ -37,5 +37,7 @@ func RedisURL(t testing.TB) string {
 	if err != nil {
 		unavailable(t, "Redis", err)
 	}
+	// CI greps for "path:" to show which path each test took.
+	t.Logf("path: Redis container, image %s, at %s", image(RedisImageEnv, DefaultRedisImage), url)
 	return url
 }

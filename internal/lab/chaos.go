@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -23,6 +24,7 @@ func init() {
 const chaosUsage = `usage: fencelab chaos [-backend memory|redis|postgres] [-duration D] [-workers N]
                       [-keys K] [-ttl T] [-seed S] [-unfenced] [-faults=false]
                       [-redis-url URL] [-postgres-url URL]
+                      [-kill-server-every D [-kill-downtime D]]
 
 Workers increment shared counters under the lock (Advance, Get, fenced Put of
 value+1) while random pauses longer than the TTL freeze them and, for redis and
@@ -31,6 +33,12 @@ server. The history is checked with porcupine against a fenced-register model
 and a token-monotonicity model, and counted directly. The exit code is 0 when
 nothing was violated, 1 when something was (with -unfenced, lost increments
 are expected: they show the checker can fail), 2 on a usage or setup error.
+
+With -kill-server-every, the run starts throwaway servers of its own (the
+URLs are not used) and kills one about that often: for redis the lock
+server (SIGKILL, restarted without persistence, so every lease and counter
+is gone) while the fenced counters live on a second redis-server; for
+postgres the one server (immediate stop, restarted with crash recovery).
 
 `
 
@@ -51,6 +59,8 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 		pause      = fs.Float64("pause", 0.15, "probability that a cycle freezes its worker for 1.2 to 2.5 TTLs")
 		faults     = fs.Bool("faults", true, "for redis and postgres: run the client through an in-process proxy that injects delays, cuts and lost replies")
 		faultEvery = fs.Duration("fault-every", 500*time.Millisecond, "mean time between network faults")
+		killEvery  = fs.Duration("kill-server-every", 0, "for redis and postgres: kill and restart a throwaway server about this often (0: never)")
+		downtime   = fs.Duration("kill-downtime", 200*time.Millisecond, "how long a killed server stays down")
 	)
 	// The backend flags (-backend, -ttl, -redis-url, -postgres-url) are
 	// main's: accept them here too, writing the same variables.
@@ -70,11 +80,27 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	if *killEvery < 0 || *downtime < 0 {
+		fmt.Fprintln(stderr, "fencelab chaos: -kill-server-every and -kill-downtime must not be negative")
+		return 2
+	}
 	ctx := context.Background()
 	name := *backendName
 	var network chaos.Network
 	var proxy *faultproxy.Proxy
+	var killed *killedServer
 	backend, store, closeFn, err := func() (lock.Backend, fence.Store, func(), error) {
+		if *killEvery > 0 {
+			ks, p, o, err := openWithKills(ctx, name, *faults)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			killed, proxy = ks, p
+			if p != nil {
+				network = chaos.ProxyNetwork(p)
+			}
+			return o.backend, o.store, o.close, nil
+		}
 		if _, withProxy := proxied[name]; !withProxy || !*faults {
 			return openBackend(ctx, name)
 		}
@@ -91,6 +117,19 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 	}
 	defer closeFn()
 
+	if *seed == 0 {
+		*seed = mrand.Uint64() // chosen here so that the kills follow it too
+	}
+	var kills killStats
+	killsDone := make(chan struct{})
+	if killed != nil {
+		killCtx, stopKills := context.WithTimeout(ctx, *duration)
+		defer stopKills()
+		go func() { defer close(killsDone); kills = killLoop(killCtx, killed.target, *killEvery, *downtime, *seed) }()
+		store = afterKills{Store: store, over: killCtx.Done(), done: killsDone}
+	} else {
+		close(killsDone)
+	}
 	rep, err := chaos.Run(ctx, chaos.Config{
 		Name:        name,
 		Backend:     backend,
@@ -105,9 +144,17 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 		Network:     network,
 		FaultEvery:  *faultEvery,
 	})
+	<-killsDone
 	if err != nil {
 		fmt.Fprintln(stderr, "fencelab chaos:", err)
 		return 2
+	}
+	if kills.err != nil {
+		fmt.Fprintln(stderr, "fencelab chaos: server kill:", kills.err)
+		return 2
+	}
+	if killed != nil {
+		kills.print(stdout, killed.how, *killEvery, *downtime)
 	}
 	if proxy != nil {
 		st := proxy.Stats()
