@@ -314,6 +314,8 @@ type Doc struct {
 	Settings string // rounds, benchtime, ...
 	Targets  []TargetResult
 	Groups   []GroupSummary
+	Cost     []CostRow
+	CostNote string
 	RT       []RTRow
 	RTNote   string
 	Mem      []MemRow
@@ -346,6 +348,13 @@ func Markdown(d Doc) string {
 		b.WriteString("### Targets\n\n")
 		b.WriteString(TargetTable(d.Targets))
 		b.WriteString("\n")
+	}
+	if len(d.Cost) > 0 {
+		b.WriteString("### Redis server time per operation, against the floors\n\n")
+		if d.CostNote != "" {
+			b.WriteString(d.CostNote + "\n\n")
+		}
+		b.WriteString(CostTable(d.Cost))
 	}
 	if d.PlotPath != "" {
 		fmt.Fprintf(&b, "![Ratios to each group's baseline, and contention throughput](%s)\n\n", d.PlotPath)

@@ -64,6 +64,9 @@ func main() {
 		noRedis   = flag.Bool("no-redis", false, "skip everything on Redis")
 		locks     = flag.Int("locks", 100_000, "locks held at once for the Redis memory measurement; 0 skips it")
 		skipRT    = flag.Bool("skip-roundtrips", false, "skip counting round trips")
+		costRuns  = flag.Int("cost-runs", 2000, "runs of every operation per repeat of the server-time measurement; 0 skips it")
+		costReps  = flag.Int("cost-repeats", 3, "repeats of the server-time measurement; ratios are paired within a repeat")
+		costOnly  = flag.Bool("cost-only", false, "measure only the server time per operation against the floors, print its table and stop")
 	)
 	flag.Parse()
 	var filter *regexp.Regexp
@@ -95,6 +98,17 @@ func main() {
 		env.Close()
 		os.Exit(130)
 	}()
+
+	var costRows []report.CostRow
+	if *costRuns > 0 && env.Redis != nil && env.RedisOwned && (filter == nil || *costOnly) {
+		costRows = measureCost(ctx, env, *costRuns, *costReps, logf)
+	}
+	if *costOnly {
+		fmt.Print(report.CostTable(costRows))
+		fmt.Print(report.TargetTable(report.EvaluateCost(costTargets, costRows)))
+		env.Close()
+		return
+	}
 
 	// The cases this run can and should measure.
 	var cases []suite.Case
@@ -262,7 +276,14 @@ func main() {
 			"\"× baseline\" is the median over rounds of the same-round ratio (of median latency for the one-goroutine groups, of time per operation for the 32-goroutine ones, "+
 			"of acquisitions per second under contention); \"ratio range\" is its lowest and highest. "+
 			"The whole run took %[3]v.", *rounds, *benchtime, time.Since(started).Round(time.Second)),
-		Targets: report.Evaluate(targets, summaries),
+		Targets: append(report.EvaluateCost(costTargets, costRows), report.Evaluate(targets, summaries)...),
+		Cost:    costRows,
+		CostNote: fmt.Sprintf("Redis executes commands on one thread, so the server time of an operation decides how many of them a whole fleet gets per second once Redis is saturated. "+
+			"Measured on the run's own redis-server with the SLOWLOG at threshold 0: every row runs %d times per repeat, the rows interleaved one operation at a time, "+
+			"and each command's logged durations (whole microseconds of wall time) are averaged over their fastest 90%%; a script's inner commands are inside its EVALSHA, so nothing counts twice. "+
+			"The floors are the least a script can do for the job: for a fenced write one script doing HGET, a comparison (Lua's string `>`) and HSET; "+
+			"for a fenced lock a script doing SET NX PX then INCR for the token, and a compare-and-delete script. \"× floor\" and \"× ...\" are medians over %d repeats of the ratio within a repeat, with the lowest and highest.",
+			*costRuns, *costReps),
 		Groups:  summaries,
 		RT:      rt,
 		RTNote: fmt.Sprintf("Counted, not estimated: each client has one connection whose reads and writes are wrapped; a round trip is a write that follows a read. "+
@@ -308,6 +329,37 @@ func main() {
 		logf("wrote %s", *svgPath)
 	}
 	logf("done in %v", time.Since(started).Round(time.Second))
+}
+
+// costTargets are issue 12's goals on server time, reported and never
+// asserted.
+var costTargets = []report.CostTarget{
+	{Name: "fenced Put (same token) ≤ 1.05× the scripted fenced-write floor, server time", Job: "fenced write", Row: "fencekit Store.Put, same token", Limit: 1.05},
+	{Name: "fenced Put (rising token) ≤ 1.05× the scripted fenced-write floor, server time", Job: "fenced write", Row: "fencekit Store.Put, rising token", Limit: 1.05},
+	{Name: "acquire + release ≤ 1.2× the scripted fenced-lock floor, server time", Job: "lock cycle", Row: "fencekit Backend Acquire + Release", Limit: 1.2},
+}
+
+// measureCost measures the server time per operation reps times.
+func measureCost(ctx context.Context, env *suite.Env, runs, reps int, logf func(string, ...any)) []report.CostRow {
+	var repeats [][]report.CostSample
+	for i := 0; i < reps; i++ {
+		logf("server time per operation, repeat %d/%d", i+1, reps)
+		res, err := suite.MeasureServerCost(ctx, env, runs)
+		if err != nil {
+			logf("server time: %v", err)
+			continue
+		}
+		var rep []report.CostSample
+		for _, r := range res {
+			s := report.CostSample{Job: r.Job, Name: r.Name, Floor: r.Floor, Ref: r.Ref, Usec: r.Usec, Commands: r.Commands}
+			if r.Err != nil {
+				s.Err = r.Err.Error()
+			}
+			rep = append(rep, s)
+		}
+		repeats = append(repeats, rep)
+	}
+	return report.SummarizeCost(repeats)
 }
 
 // measure runs one case once with testing.Benchmark.
