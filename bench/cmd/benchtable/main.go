@@ -284,8 +284,8 @@ func main() {
 			"The floors are the least a script can do for the job: for a fenced write one script doing HGET, a comparison (Lua's string `>`) and HSET; "+
 			"for a fenced lock a script doing SET NX PX then INCR for the token, and a compare-and-delete script. \"× floor\" and \"× ...\" are medians over %d repeats of the ratio within a repeat, with the lowest and highest.",
 			*costRuns, *costReps),
-		Groups:  summaries,
-		RT:      rt,
+		Groups: summaries,
+		RT:     rt,
 		RTNote: fmt.Sprintf("Counted, not estimated: each client has one connection whose reads and writes are wrapped; a round trip is a write that follows a read. "+
 			"Commands come from a go-redis hook, statements from a pgx tracer. Each operation is counted over %d runs after a warm-up run "+
 			"(scripts cached, statements prepared). Without the warm-up, a script's first run costs one more round trip (EVALSHA, NOSCRIPT, EVAL) "+
