@@ -32,7 +32,7 @@ var (
 )
 
 var (
-	acquireScript = newScript(compareLua + "\n" + acquireLua)
+	acquireScript = newScript(acquireLua)
 	extendScript  = newScript(extendLua)
 	releaseScript = newScript(releaseLua)
 	inspectScript = newScript(inspectLua)
