@@ -125,12 +125,18 @@ type CostTarget struct {
 func EvaluateCost(targets []CostTarget, rows []CostRow) []TargetResult {
 	var out []TargetResult
 	for _, t := range targets {
-		res := TargetResult{Target: Target{Name: t.Name, Group: "server-cost", Row: t.Row, Metric: "server time", Limit: t.Limit}, Value: math.NaN()}
+		res := TargetResult{Target: Target{Name: t.Name, Group: "server-cost", Row: t.Row, Metric: "server time", Limit: t.Limit},
+			Value: math.NaN(), Spread: Stat{math.NaN(), math.NaN(), math.NaN()}}
 		if r, ok := costRow(rows, t.Job, t.Row); ok && r.Err == "" {
-			if t.Vs == "" {
-				res.Value = r.Ratio.Median
-			} else if s, ok := r.Vs[t.Vs]; ok {
+			s, ok := r.Ratio, true
+			if t.Vs != "" {
+				s, ok = r.Vs[t.Vs]
+			}
+			if ok {
 				res.Value = s.Median
+				if r.Repeats > 1 {
+					res.Spread = s
+				}
 			}
 		}
 		res.Met = !math.IsNaN(res.Value) && res.Value <= t.Limit
