@@ -193,3 +193,33 @@ func TestCommandsPerOperation(t *testing.T) {
 	count("release", func() error { return b.Release(ctx, "job", a) }, map[string]int64{"hget": 1, "del": 1})
 	count("Store.Put", func() error { return s.Put(ctx, "k", 2, []byte("v")) }, map[string]int64{"hget": 1, "hset": 1})
 }
+
+// TestClockTokenIsServerTime mints from the clock (the counter deleted
+// before every acquire) until it has seen tokens whose microsecond part
+// needs padding (below 100000), and checks each against the server's TIME
+// read before and after: the token is that time in microseconds, digit for
+// digit.
+func TestClockTokenIsServerTime(t *testing.T) {
+	t.Parallel()
+	c := testkit.Redis(t)
+	ctx := testCtx(t)
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c)})
+	padded := 0
+	for i := 0; i < 2000 && padded < 3; i++ {
+		require.NoError(t, c.Del(ctx, b.CounterKey("clock")).Err())
+		before, err := c.Time(ctx).Result()
+		require.NoError(t, err)
+		o := newOwner(t)
+		tok, err := b.Acquire(ctx, "clock", o, time.Minute)
+		require.NoError(t, err)
+		after, err := c.Time(ctx).Result()
+		require.NoError(t, err)
+		require.NoError(t, b.Release(ctx, "clock", o))
+		require.GreaterOrEqual(t, int64(tok), before.UnixMicro(), "token below the server time before the acquire")
+		require.LessOrEqual(t, int64(tok), after.UnixMicro(), "token above the server time after the acquire")
+		if int64(tok)%1_000_000 < 100_000 {
+			padded++
+		}
+	}
+	require.Equal(t, 3, padded, "no token with a microsecond part below 100000 in 2000 acquires")
+}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/bsm/redislock"
 	goredis "github.com/redis/go-redis/v9"
@@ -45,12 +46,29 @@ return redis.call('INCR', KEYS[2])`
 	// holds the caller's value.
 	CompareAndDeleteLua = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0`
+	// LayoutAcquireLua is the commands fencekit's acquire needs on its
+	// common path with its key layout (a lease hash, which cannot carry its
+	// own expiry, a counter, and the server clock), and nothing else: no
+	// comparison, no branch. With LayoutReleaseLua it is the floor of that
+	// layout.
+	LayoutAcquireLua = `redis.call('HGET', KEYS[1], 'owner')
+local t = redis.call('TIME')
+local token = t[1] .. t[2]
+redis.call('SET', KEYS[2], token, 'PX', ARGV[3], 'GET')
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', token, 'metadata', '')
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return token`
+	// LayoutReleaseLua is compare-and-delete on the lease hash's owner.
+	LayoutReleaseLua = `if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`
 )
 
 var (
 	floorPut     = goredis.NewScript(FloorPutLua)
 	floorAcquire = goredis.NewScript(FloorAcquireLua)
 	casDelete    = goredis.NewScript(CompareAndDeleteLua)
+	layoutAcq    = goredis.NewScript(LayoutAcquireLua)
+	layoutRel    = goredis.NewScript(LayoutReleaseLua)
 )
 
 // CostCase is one operation whose server time is measured.
@@ -127,6 +145,20 @@ func CostCases() []CostCase {
 					return b.Release(ctx, name, o)
 				}
 				return cycle, cycle(ctx, 0)
+			}},
+		{Job: "lock cycle", Name: "layout floor: fencekit's five commands alone, then HGET + DEL", Ref: true,
+			New: func(ctx context.Context, e *Env, c *goredis.Client) (func(context.Context, int) error, error) {
+				keys := []string{e.Key("cost", "layout", "lease"), e.Key("cost", "layout", "counter")}
+				return func(ctx context.Context, _ int) error {
+					if err := layoutAcq.EvalSha(ctx, c, keys, owner, TTL.Milliseconds(), (7 * 24 * time.Hour).Milliseconds()).Err(); err != nil {
+						return err
+					}
+					n, err := layoutRel.EvalSha(ctx, c, keys[:1], owner).Int64()
+					if err == nil && n != 1 {
+						err = fmt.Errorf("layout release: %d: %w", n, errUnexpected)
+					}
+					return err
+				}, loadScripts(ctx, c, layoutAcq, layoutRel)
 			}},
 		{Job: "lock cycle", Name: "unfenced lock: SET NX PX, compare-and-delete script", Ref: true,
 			New: func(ctx context.Context, e *Env, c *goredis.Client) (func(context.Context, int) error, error) {

@@ -86,6 +86,7 @@ func main() {
 		lock("HSET + PEXPIRE", `redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', '1234567890123456', 'metadata', ARGV[4]) redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1`),
 		lock("floor acquire: SET NX PX + INCR", `if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end return redis.call('INCR', KEYS[2])`),
 		lock("five calls, no logic: HMGET, TIME, SET PX GET, HSET, PEXPIRE", `redis.call('HMGET', KEYS[1], 'owner', 'token') local t = redis.call('TIME') redis.call('SET', KEYS[2], 'x', 'PX', ARGV[3], 'GET') redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', '1234567890123456', 'metadata', ARGV[4]) redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1`),
+		lock("layout floor: the five commands alone", suite.LayoutAcquireLua),
 		lock("acquire.lua", read(*scripts, "acquire.lua")),
 		{name: "redislock obtain", src: redislockObtain, keys: []string{lease}, args: func(int) []any { return []any{owner, 10, 10000} }, reset: freeLease},
 		{name: "floor put (Lua string >), same token", src: floorPut, keys: []string{record}, args: same, reset: clearRecord},
