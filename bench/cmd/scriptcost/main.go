@@ -1,11 +1,15 @@
 // Command scriptcost measures how long Redis takes to execute fencekit's
-// acquire script and pieces of it, next to redislock's obtain script: each
-// variant runs as EVALSHA, one call at a time, on a throwaway redis-server,
-// and INFO commandstats gives the server's microseconds per call (median of
-// several series). It is the bisection behind the analysis in
+// acquire and put scripts and pieces of them, next to the floors of
+// benchtable's server-time table and redislock's obtain script: each variant
+// runs as EVALSHA, one call at a time, on a throwaway redis-server, and INFO
+// commandstats gives the server's microseconds per call (median, lowest and
+// highest of several series; on a busy machine the lowest is the steadier).
+// -baseline names another folder of the scripts (an earlier version, say) to
+// measure side by side. It is the bisection behind the analysis in
 // docs/benchmarks.md. From bench/:
 //
 //	go run ./cmd/scriptcost
+//	go run ./cmd/scriptcost -baseline /tmp/old-scripts -run acquire
 package main
 
 import (
