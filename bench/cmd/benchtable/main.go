@@ -305,11 +305,7 @@ func main() {
 		RTNote: fmt.Sprintf("Counted, not estimated: each client has one connection whose reads and writes are wrapped; a round trip is a write that follows a read. "+
 			"Commands come from a go-redis hook, statements from a pgx tracer. Each operation is counted over %d runs after a warm-up run "+
 			"(scripts cached, statements prepared). Without the warm-up, a script's first run costs one more round trip (EVALSHA, NOSCRIPT, EVAL) "+
-			"and a statement's first run on a connection one more (prepare). "+
-			"Server execution time (Redis of our own only): the duration the SLOWLOG (threshold 0) records for each command the client sent "+
-			"(found by its arguments; a script's inner commands are inside its EVALSHA), per operation, over %d runs, as the mean of the fastest 90%% "+
-			"(Redis counts whole microseconds of wall time, so runs in which another process preempted the server are left out): "+
-			"the server's own work, without network, syscalls or the client.", suite.RTRuns, suite.ServerTimeRuns),
+			"and a statement's first run on a connection one more (prepare). Redis's time per operation is in the server-time table above, measured against floors.", suite.RTRuns),
 		Mem:     mem,
 		MemNote: memNote,
 		Errors:  errs,
