@@ -54,7 +54,7 @@ type BackendOptions struct {
 type Backend struct {
 	client      Client
 	prefix      string
-	counterIdle int64 // milliseconds; 0: never expires
+	counterIdle any // int64 milliseconds, 0: never expires; boxed once, not per call
 	wait        replicationWait
 }
 
