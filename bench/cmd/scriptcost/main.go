@@ -55,7 +55,7 @@ type variant struct {
 
 func main() {
 	scripts := flag.String("scripts", "../adapters/redis/scripts", "folder of fencekit's Lua scripts")
-	baseline := flag.String("baseline", "", "another folder of the scripts (say, an earlier version) to measure side by side")
+	baseline := flag.String("baseline", "", "other folders of the scripts (say, an earlier version), comma-separated, to measure side by side")
 	calls := flag.Int("calls", 3000, "calls per series")
 	series := flag.Int("series", 5, "series per variant")
 	only := flag.String("run", "", "only variants whose name contains this")
@@ -98,18 +98,22 @@ func main() {
 		{name: "put.lua, same token", src: read(*scripts, "compare.lua") + "\n" + read(*scripts, "put.lua"), keys: []string{record + "p"}, args: same, reset: clearRecord},
 		{name: "put.lua, rising token", src: read(*scripts, "compare.lua") + "\n" + read(*scripts, "put.lua"), keys: []string{record + "pr"}, args: rising, reset: clearRecord},
 	}
-	if *baseline != "" {
+	for i, dir := range strings.Split(*baseline, ",") {
+		if dir == "" {
+			continue
+		}
 		prelude := func(name string) string {
-			src := read(*baseline, name)
+			src := read(dir, name)
 			if strings.Contains(src, "greater(") && !strings.Contains(src, "function greater") {
-				src = read(*baseline, "compare.lua") + "\n" + src
+				src = read(dir, "compare.lua") + "\n" + src
 			}
 			return src
 		}
+		label, rec := filepath.Base(dir), fmt.Sprintf("%sb%d", record, i)
 		variants = append(variants,
-			lock("baseline acquire.lua", prelude("acquire.lua")),
-			variant{name: "baseline put.lua, same token", src: prelude("put.lua"), keys: []string{record + "bp"}, args: same, reset: clearRecord},
-			variant{name: "baseline put.lua, rising token", src: prelude("put.lua"), keys: []string{record + "bpr"}, args: rising, reset: clearRecord},
+			lock(label+" acquire.lua", prelude("acquire.lua")),
+			variant{name: label + " put.lua, same token", src: prelude("put.lua"), keys: []string{rec}, args: same, reset: clearRecord},
+			variant{name: label + " put.lua, rising token", src: prelude("put.lua"), keys: []string{rec + "r"}, args: rising, reset: clearRecord},
 		)
 	}
 	if *only != "" {
