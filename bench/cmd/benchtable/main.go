@@ -348,6 +348,7 @@ func main() {
 var costTargets = []report.CostTarget{
 	{Name: "fenced Put (same token) ≤ 1.05× the scripted fenced-write floor, server time", Job: "fenced write", Row: "fencekit Store.Put, same token", Limit: 1.05},
 	{Name: "fenced Put (rising token) ≤ 1.05× the scripted fenced-write floor, server time", Job: "fenced write", Row: "fencekit Store.Put, rising token", Limit: 1.05},
+	{Name: "fenced Put (rising token near 2^63, worst case) ≤ 1.05× the scripted fenced-write floor, server time", Job: "fenced write", Row: "fencekit Store.Put, rising token near 2^63 (worst case)", Limit: 1.05},
 	{Name: "acquire + release ≤ 1.2× the scripted fenced-lock floor, server time", Job: "lock cycle", Row: "fencekit Backend Acquire + Release", Limit: 1.2},
 }
 
