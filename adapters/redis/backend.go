@@ -54,7 +54,7 @@ type BackendOptions struct {
 type Backend struct {
 	client      Client
 	prefix      string
-	counterIdle int64 // milliseconds; <= 0: never expires
+	counterIdle any // int64 milliseconds, 0: never expires; boxed once, not per call
 	wait        replicationWait
 }
 
@@ -68,7 +68,7 @@ func NewBackend(client Client, opts *BackendOptions) *Backend {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
-	idle := int64(-1)
+	idle := int64(0) // acquire.lua's "never expires"
 	switch {
 	case o.CounterIdle == 0:
 		idle = millis(DefaultCounterIdle)
@@ -117,7 +117,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	if b.wait.on() {
 		return b.acquireWait(ctx, name, owner, keys, args)
 	}
-	reply, err := acquireScript.run(ctx, b.client, resend, keys, args...).Slice()
+	reply, err := acquireScript.run(ctx, b.client, resend, keys, args...).Result()
 	if err != nil {
 		return 0, acquireError(name, err)
 	}
@@ -133,23 +133,33 @@ func acquireError(name string, err error) error {
 	return opError("acquire", name, err)
 }
 
-// parseAcquire turns the acquire script's reply into a token or an error.
-func parseAcquire(name string, reply []any) (fence.Token, error) {
-	if len(reply) == 2 {
-		status, _ := reply[0].(string)
-		switch status {
+// parseAcquire turns the acquire script's reply into a token or an error:
+// a decimal string is the caller's token (new, or its own lease extended),
+// an integer the remaining TTL of another owner's lease. The shape that
+// earlier versions of the script replied, {status, token or pttl}, is read
+// too (a table costs the server more to build and send, so the script no
+// longer makes one).
+func parseAcquire(name string, reply any) (fence.Token, error) {
+	if r, ok := reply.([]any); ok && len(r) == 2 {
+		switch r[0] {
 		case "new", "mine":
-			if s, ok := reply[1].(string); ok {
-				t, err := strconv.ParseInt(s, 10, 64)
-				if err == nil && fence.Token(t).Valid() {
-					return fence.Token(t), nil
-				}
+			if _, ok := r[1].(string); ok {
+				reply = r[1]
 			}
 		case "held":
-			if ms, ok := reply[1].(int64); ok {
-				return 0, &lock.HeldError{Name: name, TTL: pttl(ms)}
+			if _, ok := r[1].(int64); ok {
+				reply = r[1]
 			}
 		}
+	}
+	switch r := reply.(type) {
+	case string:
+		t, err := strconv.ParseInt(r, 10, 64)
+		if err == nil && fence.Token(t).Valid() {
+			return fence.Token(t), nil
+		}
+	case int64:
+		return 0, &lock.HeldError{Name: name, TTL: pttl(r)}
 	}
 	return 0, fmt.Errorf("fencekit/redis: acquire %q: unexpected reply %v", name, reply)
 }

@@ -28,7 +28,9 @@
 // which keeps them above every earlier token across a restart without
 // persistence, a failover, or the counter's idle expiry, as long as the
 // server clock does not step back. Tokens are compared exactly over the
-// whole range 1..fence.MaxToken: they never pass through a Lua double.
+// whole range 1..fence.MaxToken: as Lua doubles where those decide (always
+// below 2^53), as two halves of at most ten digits, each exact, where they
+// tie; no token above 2^53 is ever computed with a double.
 //
 // docs/redis.md describes the key layout, each script, the durability
 // trade-offs and what the optional replication wait (WAIT) does and does not

@@ -32,7 +32,7 @@ var (
 )
 
 var (
-	acquireScript = newScript(compareLua + "\n" + acquireLua)
+	acquireScript = newScript(acquireLua)
 	extendScript  = newScript(extendLua)
 	releaseScript = newScript(releaseLua)
 	inspectScript = newScript(inspectLua)
@@ -41,15 +41,18 @@ var (
 	advanceScript = newScript(compareLua + "\n" + advanceLua)
 )
 
-// script is a Lua script and its SHA1 digest.
+// script is a Lua script and its SHA1 digest, each also held as an
+// interface value so that building a command does not box them again (one
+// allocation less per call).
 type script struct {
-	src  string
-	hash string
+	src, hash       string
+	srcArg, hashArg any
 }
 
 func newScript(src string) *script {
 	sum := sha1.Sum([]byte(src))
-	return &script{src: src, hash: hex.EncodeToString(sum[:])}
+	h := hex.EncodeToString(sum[:])
+	return &script{src: src, hash: h, srcArg: src, hashArg: h}
 }
 
 // Whether go-redis may send a script call again after a network error.
@@ -98,9 +101,9 @@ func (s *script) run(ctx context.Context, c Client, once bool, keys []string, ar
 
 // cmd builds EVALSHA (or EVAL when eval is set) for keys and args.
 func (s *script) cmd(ctx context.Context, eval bool, keys []string, args []any) *goredis.Cmd {
-	name, body := "evalsha", s.hash
+	name, body := "evalsha", s.hashArg
 	if eval {
-		name, body = "eval", s.src
+		name, body = "eval", s.srcArg
 	}
 	a := make([]any, 0, 3+len(keys)+len(args))
 	a = append(a, name, body, len(keys))

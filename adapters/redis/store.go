@@ -44,8 +44,9 @@ type StoreOptions struct {
 // the fence and writes in the same atomic step. It is safe for concurrent
 // use.
 //
-// Fences are stored as 19-digit zero-padded decimals and compared digit by
-// digit, so the comparison is exact over the whole range 1..fence.MaxToken.
+// Fences are stored as 19-digit zero-padded decimals and compared exactly
+// over the whole range 1..fence.MaxToken (scripts/compare.lua: as doubles
+// first, and as two halves of at most ten digits when the doubles tie).
 type Store struct {
 	client  Client
 	prefix  string
@@ -152,26 +153,27 @@ func (s *Store) write(ctx context.Context, op string, script *script, key string
 	} else {
 		res.script = script.run(ctx, s.client, sendOnce, keys, args...)
 	}
-	reply, err := res.script.Slice()
+	reply, err := res.script.Result()
 	if err != nil {
 		return opError(op, key, err)
 	}
-	if len(reply) >= 1 {
-		switch reply[0] {
-		case "ok":
-			if s.wait.on() {
-				return s.acknowledged(op, key, res.wait)
-			}
-			return nil
-		case "stale":
-			if len(reply) == 2 {
-				if cur, ok := reply[1].(string); ok {
-					f, err := parseFence(cur)
-					if err != nil {
-						return err
-					}
-					return fence.Stale(key, token, f)
+	switch r := reply.(type) {
+	case int64: // 1: applied
+		if r != 1 {
+			break
+		}
+		if s.wait.on() {
+			return s.acknowledged(op, key, res.wait)
+		}
+		return nil
+	case []any: // {'stale', fence}: refused
+		if len(r) == 2 && r[0] == "stale" {
+			if cur, ok := r[1].(string); ok {
+				f, err := parseFence(cur)
+				if err != nil {
+					return err
 				}
+				return fence.Stale(key, token, f)
 			}
 		}
 	}

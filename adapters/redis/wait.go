@@ -254,7 +254,7 @@ func (b *Backend) acquireWait(ctx context.Context, name, owner string, keys []st
 		// its next attempt (same owner) finds the lease if it was taken.
 		return 0, opError("acquire", name, err)
 	}
-	reply, err := res.script.Slice()
+	reply, err := res.script.Result()
 	if err != nil {
 		if isRedisError(err) {
 			return 0, acquireError(name, err)

@@ -166,13 +166,18 @@ func GroupTable(g GroupSummary) string {
 	return b.String()
 }
 
-// ratioRange prints the lowest and highest same-round ratio; nothing for
-// the baseline.
+// ratioRange prints the lowest and highest same-round ratio, and with
+// several runs the lowest and highest of the runs' medians; nothing for the
+// baseline.
 func ratioRange(r RowSummary) string {
 	if r.Baseline || math.IsNaN(r.Ratio.Min) {
 		return "–"
 	}
-	return fmt.Sprintf("%.2f–%.2f", r.Ratio.Min, r.Ratio.Max)
+	s := fmt.Sprintf("%.2f–%.2f", r.Ratio.Min, r.Ratio.Max)
+	if !math.IsNaN(r.RunRatio.Min) {
+		s += fmt.Sprintf(" (runs %.2f–%.2f)", r.RunRatio.Min, r.RunRatio.Max)
+	}
+	return s
 }
 
 // hasMetric reports whether any row of g reported metric m.
@@ -290,7 +295,7 @@ func MemTable(rows []MemRow) string {
 // TargetTable renders the targets with what was measured.
 func TargetTable(ts []TargetResult) string {
 	var b strings.Builder
-	b.WriteString("| target | measured | |\n|---|---:|---|\n")
+	b.WriteString("| target | measured | over runs | |\n|---|---:|---:|---|\n")
 	for _, t := range ts {
 		verdict := "missed"
 		switch {
@@ -299,7 +304,7 @@ func TargetTable(ts []TargetResult) string {
 		case t.Met:
 			verdict = "met"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s |\n", escapeCell(t.Name), FormatRatio(t.Value), verdict)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", escapeCell(t.Name), FormatRatio(t.Value), statRange(t.Spread, 2), verdict)
 	}
 	return b.String()
 }
@@ -314,6 +319,8 @@ type Doc struct {
 	Settings string // rounds, benchtime, ...
 	Targets  []TargetResult
 	Groups   []GroupSummary
+	Cost     []CostRow
+	CostNote string
 	RT       []RTRow
 	RTNote   string
 	Mem      []MemRow
@@ -346,6 +353,13 @@ func Markdown(d Doc) string {
 		b.WriteString("### Targets\n\n")
 		b.WriteString(TargetTable(d.Targets))
 		b.WriteString("\n")
+	}
+	if len(d.Cost) > 0 {
+		b.WriteString("### Redis server time per operation, against the floors\n\n")
+		if d.CostNote != "" {
+			b.WriteString(d.CostNote + "\n\n")
+		}
+		b.WriteString(CostTable(d.Cost))
 	}
 	if d.PlotPath != "" {
 		fmt.Fprintf(&b, "![Ratios to each group's baseline, and contention throughput](%s)\n\n", d.PlotPath)

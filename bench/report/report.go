@@ -20,7 +20,10 @@ const (
 // Sample is one measurement of one row, taken in one round. Rows of a
 // group measured in the same round are compared with each other.
 type Sample struct {
+	// Round numbers the rounds across the whole command (unique over runs);
+	// Run is the run (fresh servers, warm-up, rounds) the round belonged to.
 	Round       int
+	Run         int
 	NsPerOp     float64
 	AllocsPerOp float64
 	BytesPerOp  float64
@@ -106,10 +109,15 @@ type RowSummary struct {
 	// by the baseline's in the same round: time for Latency and Throughput
 	// (lower is better), acq/s for Contention (higher is better). NaN
 	// without a baseline sample in the same round.
-	Ratio  Stat
-	Allocs float64
-	Bytes  float64
-	Extra  map[string]Stat
+	Ratio Stat
+	// RunRatio is the lowest and highest, over runs, of each run's median
+	// same-round ratio (and the median of those); NaNs with fewer than two
+	// runs.
+	RunRatio Stat
+	Runs     int
+	Allocs   float64
+	Bytes    float64
+	Extra    map[string]Stat
 }
 
 // GroupSummary is a group with its rows summarised.
@@ -173,6 +181,7 @@ func Summarize(g Group) GroupSummary {
 		rs := RowSummary{Name: r.Name, Baseline: r.Baseline, Rounds: len(r.Samples), Extra: map[string]Stat{}}
 		var ns, allocs, bytes, ratios []float64
 		extra := map[string][]float64{}
+		perRun := map[int][]float64{}
 		for _, s := range r.Samples {
 			ns = append(ns, s.NsPerOp)
 			allocs = append(allocs, s.AllocsPerOp)
@@ -182,10 +191,20 @@ func Summarize(g Group) GroupSummary {
 			}
 			if b, ok := base[s.Round]; ok && b != 0 && !math.IsNaN(b) {
 				ratios = append(ratios, headline(g.Kind, s)/b)
+				perRun[s.Run] = append(perRun[s.Run], headline(g.Kind, s)/b)
 			}
 		}
 		rs.Ns = NewStat(ns)
 		rs.Ratio = NewStat(ratios)
+		rs.RunRatio = Stat{math.NaN(), math.NaN(), math.NaN()}
+		rs.Runs = len(perRun)
+		if len(perRun) > 1 {
+			var meds []float64
+			for _, xs := range perRun {
+				meds = append(meds, Median(xs))
+			}
+			rs.RunRatio = NewStat(meds)
+		}
 		rs.Allocs = Median(allocs)
 		rs.Bytes = Median(bytes)
 		for k, v := range extra {
@@ -210,7 +229,10 @@ type Target struct {
 type TargetResult struct {
 	Target
 	Value float64 // the ratio; NaN when the rows were not measured
-	Met   bool
+	// Spread is the lowest and highest value over runs (or repeats); NaNs
+	// when there was one.
+	Spread Stat
+	Met    bool
 }
 
 // Evaluate checks every target against the summaries.
@@ -221,7 +243,7 @@ func Evaluate(targets []Target, groups []GroupSummary) []TargetResult {
 	}
 	var out []TargetResult
 	for _, t := range targets {
-		res := TargetResult{Target: t, Value: math.NaN()}
+		res := TargetResult{Target: t, Value: math.NaN(), Spread: Stat{math.NaN(), math.NaN(), math.NaN()}}
 		g, ok := byID[t.Group]
 		row, ok2 := g.Row(t.Row)
 		base, ok3 := g.Baseline()
@@ -233,6 +255,7 @@ func Evaluate(targets []Target, groups []GroupSummary) []TargetResult {
 				}
 			default:
 				res.Value = row.Ratio.Median
+				res.Spread = row.RunRatio
 			}
 			res.Met = !math.IsNaN(res.Value) && res.Value <= t.Limit
 		}

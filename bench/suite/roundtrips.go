@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
@@ -184,11 +183,6 @@ type RTEnv struct {
 
 	counter *Counter
 	runs    int
-
-	// With serverTime set (a Redis of our own), Measure also keeps the
-	// signatures of the commands fn sent, to find them in the SLOWLOG.
-	serverTime bool
-	measured   map[string]int
 }
 
 // Measure counts the round trips of fn. A case calls it exactly once per
@@ -200,78 +194,8 @@ func (r *RTEnv) Measure(fn func() error) error {
 	err := fn()
 	r.counter.on.Store(false)
 	r.runs++
-	sigs := r.counter.takeSigs()
-	if r.serverTime {
-		for sig, n := range sigs {
-			r.measured[sig] += n
-		}
-	}
+	r.counter.takeSigs()
 	return err
-}
-
-// serverTime runs c ServerTimeRuns times with every command in the SLOWLOG
-// (threshold 0) and returns the server's execution time per operation: for
-// each command the operation sends (found by its arguments; a script's inner
-// commands are inside its EVALSHA), the mean of its fastest 90% durations.
-// Redis times a command in whole microseconds of wall time, so a mean is
-// needed for resolution, and the slowest runs, where another process
-// preempted the server, are left out. NaN when a command the operation sent
-// cannot be told apart from one the case's setup sent.
-func serverTime(ctx context.Context, r *RTEnv, c RTCase) (float64, error) {
-	cfg := map[string]string{}
-	for _, k := range []string{"slowlog-log-slower-than", "slowlog-max-len"} {
-		v, err := r.Redis.ConfigGet(ctx, k).Result()
-		if err != nil {
-			return 0, err
-		}
-		cfg[k] = v[k]
-	}
-	defer func() {
-		for k, v := range cfg {
-			r.Redis.ConfigSet(ctx, k, v)
-		}
-	}()
-	if err := r.Redis.ConfigSet(ctx, "slowlog-max-len", strconv.Itoa(16*ServerTimeRuns)).Err(); err != nil {
-		return 0, err
-	}
-	if err := r.Redis.SlowLogReset(ctx).Err(); err != nil {
-		return 0, err
-	}
-	if err := r.Redis.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err(); err != nil {
-		return 0, err
-	}
-	r.serverTime, r.measured, r.runs = true, map[string]int{}, 0
-	var err error
-	for i := 0; i < ServerTimeRuns && err == nil; i++ {
-		err = c.Run(ctx, r)
-	}
-	r.serverTime = false
-	if err != nil {
-		return 0, err
-	}
-	if err := r.Redis.ConfigSet(ctx, "slowlog-log-slower-than", cfg["slowlog-log-slower-than"]).Err(); err != nil {
-		return 0, err
-	}
-	entries, err := r.Redis.SlowLogGet(ctx, int64(16*ServerTimeRuns)).Result()
-	if err != nil {
-		return 0, err
-	}
-	durations := map[string][]float64{}
-	for _, e := range entries {
-		sig := Signature(e.Args)
-		if _, ok := r.measured[sig]; ok {
-			durations[sig] = append(durations[sig], float64(e.Duration)/float64(time.Microsecond))
-		}
-	}
-	var perOp float64
-	for sig, n := range r.measured {
-		d := durations[sig]
-		if len(d) != n {
-			return math.NaN(), nil // setup sent the same command, or the log overflowed
-		}
-		perOp += TrimmedMean(d, 0.9) * float64(n) / ServerTimeRuns
-	}
-	return perOp, nil
 }
 
 // RTCase is one operation whose round trips are counted.
@@ -291,16 +215,11 @@ type RTResult struct {
 	Store, Op, Lib string
 	RoundTrips     float64
 	Commands       float64 // commands (Redis) or statements (PostgreSQL)
-	// ServerUsec is the Redis server's execution time per operation (INFO
-	// commandstats, averaged over ServerTimeRuns); NaN when not measured
-	// (PostgreSQL, a shared Redis) or not attributable.
+	// ServerUsec is NaN: the server's time per operation is measured, paired
+	// with floors, by MeasureServerCost instead.
 	ServerUsec float64
 	Err        error
 }
-
-// ServerTimeRuns is how many times each Redis operation runs for its server
-// execution time.
-const ServerTimeRuns = 2000
 
 // RTRuns is how many times each operation is counted (after one warm-up run
 // that loads scripts and prepares statements).
@@ -357,9 +276,6 @@ func MeasureRoundTrips(ctx context.Context, env *Env) ([]RTResult, error) {
 		res.RoundTrips = float64(counter.turns.Load()) / RTRuns
 		res.Commands = float64(counter.commands.Load()) / RTRuns
 		res.ServerUsec = math.NaN()
-		if res.Err == nil && c.Store == "Redis" && env.RedisOwned {
-			res.ServerUsec, res.Err = serverTime(ctx, r, c)
-		}
 		out = append(out, res)
 	}
 	return out, nil

@@ -5,11 +5,11 @@
 -- KEYS[1]  the record hash prefix:{key}
 -- ARGV[1]  token, 19-digit zero-padded decimal
 --
--- Replies {'ok'} after deleting, {'stale', fence} when refused.
+-- Replies 1 after deleting, {'stale', fence} when refused.
 local fence = redis.call('HGET', KEYS[1], 'fence')
-if fence and greater(fence, ARGV[1]) then
+if fence and fence ~= ARGV[1] and greater(fence, ARGV[1]) then
   return {'stale', fence}
 end
 redis.call('HDEL', KEYS[1], 'value')
 redis.call('HSET', KEYS[1], 'fence', ARGV[1])
-return {'ok'}
+return 1

@@ -5,10 +5,10 @@
 -- ARGV[1]  token, 19-digit zero-padded decimal
 -- ARGV[2]  value
 --
--- Replies {'ok'} after writing, {'stale', fence} when refused.
+-- Replies 1 after writing, {'stale', fence} when refused.
 local fence = redis.call('HGET', KEYS[1], 'fence')
-if fence and greater(fence, ARGV[1]) then
+if fence and fence ~= ARGV[1] and greater(fence, ARGV[1]) then
   return {'stale', fence}
 end
 redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'value', ARGV[2])
-return {'ok'}
+return 1

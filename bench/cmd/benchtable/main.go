@@ -38,13 +38,16 @@ import (
 	"github.com/fencekit/fencekit/bench/suite"
 )
 
-// targets are the goals of issue 6, reported and never asserted.
+// targets are the goals of issues 6 and 12 on the side-by-side groups,
+// reported and never asserted. A throughput goal "≥ x× the peer's" is a
+// time-per-operation ratio ≤ 1/x.
 var targets = []report.Target{
+	{Name: "lock cycle throughput (Client) ≥ 0.95× bsm/redislock's, 32 goroutines (time ≤ 1.053×)", Group: "redis-cycle-32", Row: "fencekit Client", Metric: "time", Limit: 1 / 0.95},
+	{Name: "lock cycle throughput (Backend) ≥ 0.95× bsm/redislock's, 32 goroutines (time ≤ 1.053×)", Group: "redis-cycle-32", Row: "fencekit Backend", Metric: "time", Limit: 1 / 0.95},
+	{Name: "fenced Put throughput ≥ 0.8× plain SET's, 32 goroutines (time ≤ 1.25×)", Group: "redis-write-32", Row: "fencekit Store.Put", Metric: "time", Limit: 1 / 0.8},
 	{Name: "fenced acquire+release (Client) ≤ 1.05× bsm/redislock, 1 goroutine", Group: "redis-cycle-1", Row: "fencekit Client", Metric: "time", Limit: 1.05},
 	{Name: "fenced acquire+release (Backend) ≤ 1.05× bsm/redislock, 1 goroutine", Group: "redis-cycle-1", Row: "fencekit Backend", Metric: "time", Limit: 1.05},
-	{Name: "fenced acquire+release (Client) ≤ 1.05× bsm/redislock, 32 goroutines", Group: "redis-cycle-32", Row: "fencekit Client", Metric: "time", Limit: 1.05},
 	{Name: "fenced Put ≤ 1.15× plain SET, 1 goroutine", Group: "redis-write-1", Row: "fencekit Store.Put", Metric: "time", Limit: 1.15},
-	{Name: "fenced Put ≤ 1.15× plain SET, 32 goroutines", Group: "redis-write-32", Row: "fencekit Store.Put", Metric: "time", Limit: 1.15},
 	{Name: "PostgreSQL fenced upsert ≤ 1.10× plain upsert, 1 goroutine", Group: "pg-write-1", Row: "fencekit Store.Put", Metric: "time", Limit: 1.10},
 	{Name: "PostgreSQL fenced upsert ≤ 1.10× plain upsert, 32 goroutines", Group: "pg-write-32", Row: "fencekit Store.Put", Metric: "time", Limit: 1.10},
 	{Name: "allocs/op of the fenced cycle (Client) ≤ bsm/redislock's", Group: "redis-cycle-1", Row: "fencekit Client", Metric: "allocs", Limit: 1.0},
@@ -56,7 +59,8 @@ func main() {
 	var (
 		out       = flag.String("out", "", "markdown file to write (the part between the benchtable markers is replaced); empty: print to stdout")
 		svgPath   = flag.String("svg", "", "SVG plot to write; default: benchmarks.svg beside -out")
-		rounds    = flag.Int("rounds", 21, "rounds: every case runs once per round; medians are over rounds")
+		runs      = flag.Int("runs", 3, "runs: each starts fresh servers, warms up and measures -rounds rounds; the spread of the runs' medians is reported")
+		rounds    = flag.Int("rounds", 7, "rounds per run: every case runs once per round; medians are over all rounds")
 		benchtime = flag.Duration("benchtime", 200*time.Millisecond, "time per case per round (testing's -benchtime)")
 		run       = flag.String("run", "", "only cases whose group/name matches this regexp")
 		redisAddr = flag.String("redis-addr", "", "use this Redis (never flushed) instead of a throwaway redis-server")
@@ -64,6 +68,9 @@ func main() {
 		noRedis   = flag.Bool("no-redis", false, "skip everything on Redis")
 		locks     = flag.Int("locks", 100_000, "locks held at once for the Redis memory measurement; 0 skips it")
 		skipRT    = flag.Bool("skip-roundtrips", false, "skip counting round trips")
+		costRuns  = flag.Int("cost-runs", 2000, "runs of every operation per repeat of the server-time measurement; 0 skips it")
+		costReps  = flag.Int("cost-repeats", 3, "repeats of the server-time measurement; ratios are paired within a repeat")
+		costOnly  = flag.Bool("cost-only", false, "measure only the server time per operation against the floors, print its table and stop")
 	)
 	flag.Parse()
 	var filter *regexp.Regexp
@@ -86,8 +93,8 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	defer env.Close()
-	cleanup = env.Close
+	defer func() { env.Close() }()
+	cleanup = func() { env.Close() }
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	go func() { // Stop the servers on ^C too.
@@ -95,6 +102,17 @@ func main() {
 		env.Close()
 		os.Exit(130)
 	}()
+
+	var costRows []report.CostRow
+	if *costRuns > 0 && env.Redis != nil && env.RedisOwned && (filter == nil || *costOnly) {
+		costRows = measureCost(ctx, env, *costRuns, *costReps, logf)
+	}
+	if *costOnly {
+		fmt.Print(report.CostTable(costRows))
+		fmt.Print(report.TargetTable(report.EvaluateCost(costTargets, costRows)))
+		env.Close()
+		return
+	}
 
 	// The cases this run can and should measure.
 	var cases []suite.Case
@@ -108,20 +126,7 @@ func main() {
 		}
 		cases = append(cases, c)
 	}
-	logf("%d cases × %d rounds at %v each", len(cases), *rounds, *benchtime)
-
-	// A warm-up pass, discarded: connections dialled, scripts cached,
-	// statements prepared on every pooled connection, tables' pages warm.
-	if err := flag.Set("test.benchtime", (*benchtime / 8).String()); err != nil {
-		fatal(err)
-	}
-	for _, c := range cases {
-		_, _ = measure(env, c, 0)
-	}
-	if err := flag.Set("test.benchtime", benchtime.String()); err != nil {
-		fatal(err)
-	}
-	logf("warm-up done")
+	logf("%d cases × %d runs × %d rounds at %v each", len(cases), *runs, *rounds, *benchtime)
 
 	// The one-goroutine groups on a server are also measured interleaved,
 	// operation by operation; their medians replace the per-case ones.
@@ -148,37 +153,61 @@ func main() {
 
 	samples := map[string][]report.Sample{}
 	var errs []string
-	for r := 1; r <= *rounds; r++ {
-		roundStart := time.Now()
-		// Odd rounds go forward, even rounds backward, so that no row is
-		// always measured right after the same other one.
-		order := append([]suite.Case(nil), cases...)
-		if r%2 == 0 {
-			slices.Reverse(order)
-		}
-		for _, c := range order {
-			s, err := measure(env, c, r)
-			if err != nil {
-				msg := fmt.Sprintf("round %d, %s: %v", r, c.ID(), err)
-				logf("%s", msg)
-				errs = append(errs, msg)
-				continue
-			}
-			samples[c.ID()] = append(samples[c.ID()], s)
-		}
-		for _, cs := range interleaved {
-			res, err := env.Interleave(cs, *benchtime)
-			if err != nil {
-				msg := fmt.Sprintf("round %d, interleaved %s: %v", r, cs[0].Group, err)
-				logf("%s", msg)
-				errs = append(errs, msg)
-				continue
-			}
-			for id, l := range res {
-				latencies[id] = append(latencies[id], lat{round: r, p50: float64(l.P50), p90: float64(l.P90)})
+	for run := 1; run <= *runs; run++ {
+		if run > 1 {
+			// A run of its own: fresh servers, fresh connections, fresh
+			// caches, so that the spread over runs is what a rerun sees.
+			env.Close()
+			if env, err = suite.Setup(ctx, suite.Options{RedisAddr: *redisAddr, PostgresURL: *pgURL, NoRedis: *noRedis, Logf: logf}); err != nil {
+				fatal(err)
 			}
 		}
-		logf("round %d/%d done in %v", r, *rounds, time.Since(roundStart).Round(time.Second))
+		// A warm-up pass, discarded: connections dialled, scripts cached,
+		// statements prepared on every pooled connection, tables' pages warm.
+		if err := flag.Set("test.benchtime", (*benchtime / 8).String()); err != nil {
+			fatal(err)
+		}
+		for _, c := range cases {
+			_, _ = measure(env, c, 0)
+		}
+		if err := flag.Set("test.benchtime", benchtime.String()); err != nil {
+			fatal(err)
+		}
+		logf("run %d/%d: warm-up done", run, *runs)
+		for k := 1; k <= *rounds; k++ {
+			r := (run-1)*(*rounds) + k
+			roundStart := time.Now()
+			// Odd rounds go forward, even rounds backward, so that no row is
+			// always measured right after the same other one.
+			order := append([]suite.Case(nil), cases...)
+			if r%2 == 0 {
+				slices.Reverse(order)
+			}
+			for _, c := range order {
+				s, err := measure(env, c, r)
+				if err != nil {
+					msg := fmt.Sprintf("round %d, %s: %v", r, c.ID(), err)
+					logf("%s", msg)
+					errs = append(errs, msg)
+					continue
+				}
+				s.Run = run
+				samples[c.ID()] = append(samples[c.ID()], s)
+			}
+			for _, cs := range interleaved {
+				res, err := env.Interleave(cs, *benchtime)
+				if err != nil {
+					msg := fmt.Sprintf("round %d, interleaved %s: %v", r, cs[0].Group, err)
+					logf("%s", msg)
+					errs = append(errs, msg)
+					continue
+				}
+				for id, l := range res {
+					latencies[id] = append(latencies[id], lat{round: r, p50: float64(l.P50), p90: float64(l.P90)})
+				}
+			}
+			logf("run %d/%d, round %d/%d done in %v", run, *runs, k, *rounds, time.Since(roundStart).Round(time.Second))
+		}
 	}
 
 	for id, ls := range latencies {
@@ -255,24 +284,28 @@ func main() {
 	doc := report.Doc{
 		Command: command(),
 		Machine: machine(ctx, env, loadStart),
-		Settings: fmt.Sprintf("%d rounds; every case runs once per round for about %v (testing.Benchmark), after one discarded warm-up pass. "+
+		Settings: fmt.Sprintf("%[4]d runs of %[1]d rounds; each run starts its own servers and makes one discarded warm-up pass, then every case runs once per round for about %[2]v (testing.Benchmark). "+
 			"A round runs the cases in the order of the tables, the next round in the reverse order, so the rows of a group are always measured "+
 			"within seconds of each other. In the one-goroutine groups on a server, every round also runs the rows' operations interleaved, "+
 			"one operation of each in turn, for about %[2]v per row; their median latency and p90 come from that loop, which gives every row the same moments of the machine. "+
 			"\"× baseline\" is the median over rounds of the same-round ratio (of median latency for the one-goroutine groups, of time per operation for the 32-goroutine ones, "+
-			"of acquisitions per second under contention); \"ratio range\" is its lowest and highest. "+
-			"The whole run took %[3]v.", *rounds, *benchtime, time.Since(started).Round(time.Second)),
-		Targets: report.Evaluate(targets, summaries),
-		Groups:  summaries,
-		RT:      rt,
+			"of acquisitions per second under contention), pooled over all runs; \"ratio range\" is its lowest and highest round, and \"runs\" the lowest and highest of the runs' own medians: "+
+			"what a rerun of this command can be expected to show. "+
+			"The whole command took %[3]v.", *rounds, *benchtime, time.Since(started).Round(time.Second), *runs),
+		Targets: append(report.EvaluateCost(costTargets, costRows), report.Evaluate(targets, summaries)...),
+		Cost:    costRows,
+		CostNote: fmt.Sprintf("Redis executes commands on one thread, so the server time of an operation decides how many of them a whole fleet gets per second once Redis is saturated. "+
+			"Measured on the run's own redis-server with the SLOWLOG at threshold 0: every row runs %d times per repeat, the rows interleaved one operation at a time, "+
+			"and each command's logged durations (whole microseconds of wall time) are averaged over their fastest 90%%; a script's inner commands are inside its EVALSHA, so nothing counts twice. "+
+			"The floors are the least a script can do for the job: for a fenced write one script doing HGET, a comparison (Lua's string `>`) and HSET; "+
+			"for a fenced lock a script doing SET NX PX then INCR for the token, and a compare-and-delete script. \"× floor\" and \"× ...\" are medians over %d repeats of the ratio within a repeat, with the lowest and highest.",
+			*costRuns, *costReps),
+		Groups: summaries,
+		RT:     rt,
 		RTNote: fmt.Sprintf("Counted, not estimated: each client has one connection whose reads and writes are wrapped; a round trip is a write that follows a read. "+
 			"Commands come from a go-redis hook, statements from a pgx tracer. Each operation is counted over %d runs after a warm-up run "+
 			"(scripts cached, statements prepared). Without the warm-up, a script's first run costs one more round trip (EVALSHA, NOSCRIPT, EVAL) "+
-			"and a statement's first run on a connection one more (prepare). "+
-			"Server execution time (Redis of our own only): the duration the SLOWLOG (threshold 0) records for each command the client sent "+
-			"(found by its arguments; a script's inner commands are inside its EVALSHA), per operation, over %d runs, as the mean of the fastest 90%% "+
-			"(Redis counts whole microseconds of wall time, so runs in which another process preempted the server are left out): "+
-			"the server's own work, without network, syscalls or the client.", suite.RTRuns, suite.ServerTimeRuns),
+			"and a statement's first run on a connection one more (prepare). Redis's time per operation is in the server-time table above, measured against floors.", suite.RTRuns),
 		Mem:     mem,
 		MemNote: memNote,
 		Errors:  errs,
@@ -308,6 +341,38 @@ func main() {
 		logf("wrote %s", *svgPath)
 	}
 	logf("done in %v", time.Since(started).Round(time.Second))
+}
+
+// costTargets are issue 12's goals on server time, reported and never
+// asserted.
+var costTargets = []report.CostTarget{
+	{Name: "fenced Put (same token) ≤ 1.05× the scripted fenced-write floor, server time", Job: "fenced write", Row: "fencekit Store.Put, same token", Limit: 1.05},
+	{Name: "fenced Put (rising token) ≤ 1.05× the scripted fenced-write floor, server time", Job: "fenced write", Row: "fencekit Store.Put, rising token", Limit: 1.05},
+	{Name: "fenced Put (rising token near 2^63, worst case) ≤ 1.05× the scripted fenced-write floor, server time", Job: "fenced write", Row: "fencekit Store.Put, rising token near 2^63 (worst case)", Limit: 1.05},
+	{Name: "acquire + release ≤ 1.2× the scripted fenced-lock floor, server time", Job: "lock cycle", Row: "fencekit Backend Acquire + Release", Limit: 1.2},
+}
+
+// measureCost measures the server time per operation reps times.
+func measureCost(ctx context.Context, env *suite.Env, runs, reps int, logf func(string, ...any)) []report.CostRow {
+	var repeats [][]report.CostSample
+	for i := 0; i < reps; i++ {
+		logf("server time per operation, repeat %d/%d", i+1, reps)
+		res, err := suite.MeasureServerCost(ctx, env, runs)
+		if err != nil {
+			logf("server time: %v", err)
+			continue
+		}
+		var rep []report.CostSample
+		for _, r := range res {
+			s := report.CostSample{Job: r.Job, Name: r.Name, Floor: r.Floor, Ref: r.Ref, Usec: r.Usec, Commands: r.Commands}
+			if r.Err != nil {
+				s.Err = r.Err.Error()
+			}
+			rep = append(rep, s)
+		}
+		repeats = append(repeats, rep)
+	}
+	return report.SummarizeCost(repeats)
 }
 
 // measure runs one case once with testing.Benchmark.
