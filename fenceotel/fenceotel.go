@@ -22,7 +22,7 @@
 //	                                 not-held, deadline, late-reply, renewal-error)
 //	fencekit.lock.renewal.failures   counter: renewals that failed without ending the lease, by cause
 //	fencekit.lock.stale              counter: fenced writes refused as stale (Lease.Fenced,
-//	                                 postgres Guard.Check and UpdateFenced)
+//	                                 Guard.Check and UpdateFenced of postgres and sqldb)
 //	fencekit.lock.backend.duration   histogram, s: each Backend call, by operation and outcome
 //	fencekit.store.duration          histogram, s: each Store call, by operation and outcome
 //	                                 (ok, stale, not-found, error)

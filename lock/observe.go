@@ -114,8 +114,9 @@ type leaseKey struct{}
 
 // ContextWithLease returns a copy of ctx that carries lease, so that fenced
 // writes made outside Lease.Fenced with that context report a stale
-// refusal to the lease's Observer as EventStale: postgres.Guard.Check and
-// postgres.UpdateFenced do, through ReportStale. The contexts that Do,
+// refusal to the lease's Observer as EventStale: Guard.Check and
+// UpdateFenced of adapters/postgres and adapters/sqldb do, through
+// ReportStale. The contexts that Do,
 // TryDo, Lead and WithLease give out carry their lease already.
 func ContextWithLease(ctx context.Context, lease *Lease) context.Context {
 	return context.WithValue(ctx, leaseKey{}, lease)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock"
 )
 
 // Guard fences a caller's own transaction (a *sql.Tx from database/sql,
@@ -30,8 +31,10 @@ func NewGuard(d Dialect, opts *Options) *Guard { return &Guard{f: newFencer(d, o
 
 // Check raises resource's fence to token inside tx, and holds the row lock
 // until tx ends. When token is older than the fence it returns a
-// *fence.StaleError (matching fence.ErrStale) and changes nothing: roll tx
-// back, since another holder has taken over. When the server ends the
+// *fence.StaleError (matching fence.ErrStale), reported to the Observer of
+// the lease ctx carries (lock.ContextWithLease; Do's context carries its
+// own), and changes nothing: roll tx back, since another holder has taken
+// over. When the server ends the
 // statement because of a concurrent transaction (a deadlock or a lock wait
 // timeout on MySQL, a serialization failure or deadlock on PostgreSQL) it
 // returns a *ConflictError matching ErrConflict, never a silent success:
@@ -40,5 +43,7 @@ func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token fe
 	if tx == nil {
 		return fence.Invalid("sqldb: guard check: nil transaction")
 	}
-	return g.f.write(ctx, tx, false, "guard check", g.f.adv, resource, token, nil)
+	// A refusal reaches the Observer of the lease in ctx, if any, as
+	// Lease.Fenced's do.
+	return lock.ReportStale(ctx, resource, g.f.write(ctx, tx, false, "guard check", g.f.adv, resource, token, nil))
 }

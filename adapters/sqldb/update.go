@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock"
 )
 
 // Row names one row of the caller's own table that carries a fence column:
@@ -133,7 +134,7 @@ func UpdateFenced(ctx context.Context, tx *sql.Tx, d Dialect, row Row, token fen
 		case matched > 1:
 			return fence.Invalid("sqldb: %s: the key matches several rows; Row.Key must be unique (nothing was updated)", where)
 		case fence.Token(current) > token:
-			return fmt.Errorf("sqldb: %s: %w", where, fence.Stale(st.key, token, fence.Token(current)))
+			return lock.ReportStale(ctx, st.key, fmt.Errorf("sqldb: %s: %w", where, fence.Stale(st.key, token, fence.Token(current))))
 		case !meetsWhere:
 			return fmt.Errorf("%w: %s", ErrNoMatch, where)
 		case attempt >= 3:
