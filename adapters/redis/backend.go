@@ -56,6 +56,7 @@ type Backend struct {
 	prefix      string
 	counterIdle any // int64 milliseconds, 0: never expires; boxed once, not per call
 	wait        replicationWait
+	reload      *clusterReload // nil unless client is a cluster
 }
 
 // NewBackend returns a Backend that keeps its leases in client. opts may be
@@ -80,6 +81,7 @@ func NewBackend(client Client, opts *BackendOptions) *Backend {
 		prefix:      escapeKey(o.Prefix),
 		counterIdle: idle,
 		wait:        newReplicationWait(o.WaitReplicas, o.WaitTimeout),
+		reload:      newClusterReload(client),
 	}
 }
 
@@ -119,6 +121,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	}
 	reply, err := acquireScript.run(ctx, b.client, resend, keys, args...).Result()
 	if err != nil {
+		b.reload.after(err)
 		return 0, acquireError(name, err)
 	}
 	return parseAcquire(name, reply)
@@ -176,6 +179,7 @@ func (b *Backend) Extend(ctx context.Context, name, owner string, ttl time.Durat
 	}
 	n, err := extendScript.run(ctx, b.client, resend, []string{b.LeaseKey(name)}, owner, millis(ttl)).Int64()
 	if err != nil {
+		b.reload.after(err)
 		return opError("extend", name, err)
 	}
 	if n != 1 {
@@ -200,6 +204,7 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 func (b *Backend) release(ctx context.Context, name, owner string) error {
 	n, err := releaseScript.run(ctx, b.client, sendOnce, []string{b.LeaseKey(name)}, owner).Int64()
 	if err != nil {
+		b.reload.after(err) // not resent: the caller's next call goes to the new map
 		return opError("release", name, err)
 	}
 	if n != 1 {
@@ -219,6 +224,7 @@ func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
 	}
 	reply, err := inspectScript.run(ctx, b.client, resend, []string{b.LeaseKey(name)}).Slice()
 	if err != nil {
+		b.reload.after(err)
 		return lock.Info{}, opError("inspect", name, err)
 	}
 	if len(reply) == 0 {

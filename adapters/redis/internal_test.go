@@ -2,10 +2,15 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
+	"net"
+	"os"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -118,5 +123,80 @@ return out`)
 				t.Errorf("padded=%v: greater(%s, %s) = %v, want %v", padded, format(p[0]), format(p[1]), got[i] == 1, want)
 			}
 		}
+	}
+}
+
+// countReloads is a stateReloader that counts the reloads asked of it.
+type countReloads struct{ n int }
+
+func (c *countReloads) ReloadState(context.Context) { c.n++ }
+
+// replyError is a server reply, as go-redis reports one.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
+
+func TestClusterReloadAfterConnectionErrorsOnly(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	timeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{refused, true},
+		{timeout, true},
+		{io.EOF, true},
+		{fmt.Errorf("wrapped: %w", syscall.ECONNRESET), true},
+		{nil, false},
+		{replyError("CLUSTERDOWN The cluster is down"), false},
+		{replyError("ERR Error running script"), false},
+		{context.DeadlineExceeded, false},
+		{context.Canceled, false},
+		{&unknownOutcome{ctxErr: context.DeadlineExceeded}, false},
+		{goredis.ErrClosed, false}, // the caller closed the client
+		{errors.New("unexpected reply"), false},
+	} {
+		c := &countReloads{}
+		r := newClusterReload(struct {
+			Client
+			stateReloader
+		}{nil, c})
+		if got := r.after(tc.err); got != tc.want || c.n != map[bool]int{true: 1}[tc.want] {
+			t.Errorf("after(%v) = %v with %d reloads, want %v", tc.err, got, c.n, tc.want)
+		}
+	}
+}
+
+func TestClusterReloadRateLimited(t *testing.T) {
+	c := &countReloads{}
+	r := newClusterReload(struct {
+		Client
+		stateReloader
+	}{nil, c})
+	err := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	for range 100 { // a storm of failing calls
+		r.after(err)
+	}
+	if c.n != 1 {
+		t.Fatalf("%d reloads for 100 errors within %v, want 1", c.n, reloadEvery)
+	}
+	r.last.Add(-int64(reloadEvery)) // as if reloadEvery had passed
+	if !r.after(err) || c.n != 2 {
+		t.Fatalf("no reload %v after the last one (%d reloads)", reloadEvery, c.n)
+	}
+
+	// Only clients with a slot map get a reloader.
+	if newClusterReload(goredis.NewClient(&goredis.Options{})) != nil {
+		t.Error("a *goredis.Client got a cluster reloader")
+	}
+	var nilReload *clusterReload
+	if nilReload.after(err) {
+		t.Error("the nil reloader asked for a reload")
+	}
+	var u goredis.UniversalClient = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	defer u.Close()
+	if newClusterReload(u) == nil {
+		t.Error("a ClusterClient behind a UniversalClient got no reloader")
 	}
 }

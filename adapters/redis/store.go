@@ -51,7 +51,8 @@ type Store struct {
 	client  Client
 	prefix  string
 	wait    replicationWait
-	refused error // why every call is refused (a Ring); nil when usable
+	refused error          // why every call is refused (a Ring); nil when usable
+	reload  *clusterReload // nil unless client is a cluster
 }
 
 // errRing refuses a Store on a *goredis.Ring.
@@ -77,7 +78,7 @@ func NewStore(client Client, opts *StoreOptions) *Store {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
-	s := &Store{client: client, prefix: escapeKey(o.Prefix), wait: newReplicationWait(o.WaitReplicas, o.WaitTimeout)}
+	s := &Store{client: client, prefix: escapeKey(o.Prefix), wait: newReplicationWait(o.WaitReplicas, o.WaitTimeout), reload: newClusterReload(client)}
 	if _, ring := client.(*goredis.Ring); ring {
 		s.refused = errRing
 	}
@@ -148,6 +149,7 @@ func (s *Store) write(ctx context.Context, op string, script *script, key string
 	if s.wait.on() {
 		var err error
 		if res, err = s.wait.run(ctx, s.client, script, sendOnce, keys, args); err != nil {
+			s.reload.after(err)
 			return opError(op, key, err)
 		}
 	} else {
@@ -155,6 +157,9 @@ func (s *Store) write(ctx context.Context, op string, script *script, key string
 	}
 	reply, err := res.script.Result()
 	if err != nil {
+		// Not resent (a write is sent once): the reload only points the
+		// caller's next call at the node that now owns the slot.
+		s.reload.after(err)
 		return opError(op, key, err)
 	}
 	switch r := reply.(type) {
@@ -212,6 +217,7 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	}
 	vals, err := cmd.Result()
 	if err != nil {
+		s.reload.after(err)
 		return fence.Record{}, opError("get", key, err)
 	}
 	if len(vals) != 2 {

@@ -249,6 +249,7 @@ func askTarget(ctx context.Context, c Client, ask error) *goredis.Client {
 func (b *Backend) acquireWait(ctx context.Context, name, owner string, keys []string, args []any) (fence.Token, error) {
 	res, err := b.wait.run(ctx, b.client, acquireScript, resend, keys, args)
 	if err != nil {
+		b.reload.after(err)
 		// Nothing ran, or the context ended with the outcome unknown:
 		// lock.Client releases an ambiguous attempt when it gives up, and
 		// its next attempt (same owner) finds the lease if it was taken.
@@ -256,6 +257,7 @@ func (b *Backend) acquireWait(ctx context.Context, name, owner string, keys []st
 	}
 	reply, err := res.script.Result()
 	if err != nil {
+		b.reload.after(err)
 		if isRedisError(err) {
 			return 0, acquireError(name, err)
 		}
