@@ -3,6 +3,7 @@ package containers_test
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/fencekit/fencekit/adapters/sqldb"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/fence/fencetest"
+	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
 	"github.com/fencekit/fencekit/internal/containers"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
@@ -22,7 +24,12 @@ import (
 // tables created in it; the database is dropped when t ends.
 func migratedDB(t *testing.T) *sql.DB {
 	t.Helper()
-	db := testkit.OpenMySQL(t, mysqlDatabase(t))
+	return migrate(t, testkit.OpenMySQL(t, mysqlDatabase(t)))
+}
+
+// migrate creates the default tables with sqldb.MySQL on db and returns db.
+func migrate(t *testing.T, db *sql.DB) *sql.DB {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := sqldb.Migrate(ctx, db, sqldb.MySQL, nil); err != nil {
@@ -38,12 +45,21 @@ func mysqlDatabase(t *testing.T) *mysql.Config {
 	return testkit.MySQLConfigAt(t, containers.MySQLURL(t))
 }
 
-// TestMySQLConformance runs both conformance suites, Linearizable and
-// Monotonic with sqldb.MySQL on the MariaDB container, through
-// go-sql-driver/mysql with its default options; every check gets a
-// database of its own.
+// TestMySQLConformance checks that the container runs MariaDB, then runs
+// both conformance suites, Linearizable and Monotonic with sqldb.MySQL on
+// it, through go-sql-driver/mysql with its default options; every check
+// gets a database of its own.
 func TestMySQLConformance(t *testing.T) {
-	containers.MySQLURL(t) // skip once here rather than in every check
+	// Skip once here rather than in every check, and make sure the
+	// container is the server this test claims to cover.
+	var version string
+	if err := testkit.OpenMySQL(t, mysqlDatabase(t)).QueryRowContext(testkit.Context(t), "SELECT VERSION()").Scan(&version); err != nil {
+		t.Fatalf("SELECT VERSION(): %v", err)
+	}
+	if !strings.Contains(version, "MariaDB") {
+		t.Fatalf("server version %q: not MariaDB", version)
+	}
+	t.Logf("server: %s", version)
 	t.Run("Store", func(t *testing.T) {
 		fencetest.Run(t, func(t *testing.T) fence.Store { return sqldb.NewStore(migratedDB(t), sqldb.MySQL, nil) })
 	})
@@ -53,4 +69,31 @@ func TestMySQLConformance(t *testing.T) {
 	newBackend := func(t *testing.T) lock.Backend { return sqldb.NewBackend(migratedDB(t), sqldb.MySQL, nil) }
 	t.Run("Backend", func(t *testing.T) { locktest.Run(t, newBackend) })
 	t.Run("Monotonic", func(t *testing.T) { locktest.Monotonic(t, newBackend) })
+}
+
+// TestMySQLFaults runs both fault kits with sqldb.MySQL on the MariaDB
+// container, every connection of the pool under test through the kit's
+// proxy. go-sql-driver/mysql runs with interpolateParams=true, as in
+// adapters/sqldb's TestFaults: with server-side prepared statements each
+// call is a prepare and an execute, and the kit, which holds the replies
+// that follow a warm-up call, would stall the prepare instead of the write.
+func TestMySQLFaults(t *testing.T) {
+	cfg := mysqlDatabase(t)
+	cfg.InterpolateParams = true
+	migrate(t, testkit.OpenMySQL(t, cfg))
+	pool := func(t *testing.T, dial faultproxy.DialFunc) *sql.DB {
+		c := cfg.Clone()
+		c.DialFunc = dial
+		return testkit.OpenMySQL(t, c)
+	}
+	t.Run("Store", func(t *testing.T) {
+		fencetest.RunFaults(t, cfg.Addr, func(t *testing.T, dial faultproxy.DialFunc) fence.Store {
+			return sqldb.NewStore(pool(t, dial), sqldb.MySQL, nil)
+		})
+	})
+	t.Run("Backend", func(t *testing.T) {
+		locktest.RunFaults(t, cfg.Addr, func(t *testing.T, dial faultproxy.DialFunc) lock.Backend {
+			return sqldb.NewBackend(pool(t, dial), sqldb.MySQL, nil)
+		})
+	})
 }
