@@ -1,6 +1,6 @@
 // Package containers runs fencekit's conformance suites and fault kits
-// against Redis and PostgreSQL in Docker containers, through
-// testcontainers-go.
+// against Redis, PostgreSQL and MariaDB (adapters/sqldb with sqldb.MySQL)
+// in Docker containers, through testcontainers-go.
 //
 // It is a module of its own (github.com/fencekit/fencekit/internal/containers)
 // so that testcontainers, the Docker client and OpenTelemetry, which
@@ -13,5 +13,6 @@
 //
 // Without a reachable Docker engine the tests skip, unless
 // FENCEKIT_REQUIRE_CONTAINERS=1, which makes that a failure.
-// FENCEKIT_REDIS_IMAGE and FENCEKIT_POSTGRES_IMAGE choose the images.
+// FENCEKIT_REDIS_IMAGE, FENCEKIT_POSTGRES_IMAGE and FENCEKIT_MYSQL_IMAGE
+// choose the images.
 package containers

@@ -35,6 +35,11 @@ var sharedMySQL struct {
 // every test of the test binary, so tests must keep to their own database
 // (see MySQL). When neither is available, t is skipped, or failed under
 // FENCEKIT_REQUIRE_BACKENDS=1.
+//
+// As for Redis and PostgreSQL, the Docker path (a MariaDB container through
+// testcontainers-go) lives in the separate module internal/containers
+// (containers.MySQLURL), whose tests pass its DSN to MySQLConfigAt: testkit
+// stays free of testcontainers and Docker's client.
 func MySQLURL(t testing.TB) string {
 	t.Helper()
 	if u := envURL(MySQLURLEnv); u != "" {
@@ -62,6 +67,13 @@ func MySQLURL(t testing.TB) string {
 func MySQLConfig(t testing.TB) *mysql.Config {
 	t.Helper()
 	return mysqlDatabase(t, MySQLURL(t))
+}
+
+// MySQLConfigAt is MySQLConfig on the server at dsn instead of
+// MySQLURL(t).
+func MySQLConfigAt(t testing.TB, dsn string) *mysql.Config {
+	t.Helper()
+	return mysqlDatabase(t, dsn)
 }
 
 // MySQL returns a *sql.DB with go-sql-driver/mysql's default options on a

@@ -1,8 +1,10 @@
-// Package testkit gives tests real Redis and PostgreSQL servers.
+// Package testkit gives tests real Redis, PostgreSQL and MySQL/MariaDB
+// servers.
 //
 // A test that needs a backend asks testkit, which tries in this order:
 //
-//  1. a URL from the environment (FENCEKIT_REDIS_URL, FENCEKIT_POSTGRES_URL);
+//  1. a URL from the environment (FENCEKIT_REDIS_URL, FENCEKIT_POSTGRES_URL,
+//     FENCEKIT_MYSQL_URL);
 //  2. local server binaries, started as throwaway instances on free loopback
 //     ports in a temporary directory and stopped in t.Cleanup;
 //  3. otherwise the test is skipped with a message that says what to provide.
@@ -12,11 +14,11 @@
 // Tests that kill, restart, pause or fail over a server always get their own
 // throwaway instance, never the shared one from step 1.
 //
-// testkit needs only the standard library, go-redis and pgx: it is imported
-// by the root module's tests, and everything a test of the root module
-// imports becomes a requirement every consumer of fencekit sees in
-// `go list -m all`. Running the suites against Docker containers lives in
-// the separate module internal/containers.
+// testkit needs only the standard library, go-redis, pgx and
+// go-sql-driver/mysql: it is imported by the root module's tests, and
+// everything a test of the root module imports becomes a requirement every
+// consumer of fencekit sees in `go list -m all`. Running the suites against Docker containers (Redis,
+// PostgreSQL, MariaDB) lives in the separate module internal/containers.
 package testkit
 
 import (
