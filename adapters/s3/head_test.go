@@ -34,7 +34,7 @@ const (
 // and the ETag as two separate extended-attribute reads by path, and a PUT
 // that publishes between them makes the HEAD return the old fence with the
 // new ETag. That is what made TestConformance/ConcurrentWriters fail there
-// about once in 15 runs (docs/s3.md, "Servers tried"). So on versitygw it
+// in 4 of 75 runs (docs/s3.md, "Servers tried"). So on versitygw it
 // runs only when FENCEKIT_S3_PROBE=1 asks for the finding to be shown again.
 func TestHeadIsConsistent(t *testing.T) {
 	srv := s3server.Shared(t)
