@@ -25,7 +25,8 @@ const (
 // TestConditionalPutIsAtomic checks the server, not the store: in each
 // round, atomicWriters PutObject calls race with the same If-Match ETag (and,
 // separately, with If-None-Match: * on a new key), straight through the SDK,
-// and at most one of them may succeed. A server that evaluates the condition
+// and exactly one of them must succeed, the others refused with 412 (or
+// 409, AWS's ConditionalRequestConflict). A server that evaluates the condition
 // and then writes without holding the key across both lets several through;
 // the store's fencing rests on this property (docs/s3.md, "Servers tried").
 //
@@ -43,7 +44,7 @@ func TestConditionalPutIsAtomic(t *testing.T) {
 	}
 	// race sends atomicWriters PUTs with cond at once and returns how many
 	// succeeded; every failure must be a refusal, not a transport error.
-	race := func(key string, round int, cond func(*awss3.PutObjectInput)) int {
+	race := func(t *testing.T, key string, round int, cond func(*awss3.PutObjectInput)) int {
 		var (
 			wg    sync.WaitGroup
 			start = make(chan struct{})
@@ -79,7 +80,7 @@ func TestConditionalPutIsAtomic(t *testing.T) {
 		etag := aws.ToString(out.ETag)
 		bad := 0
 		for round := 1; round <= atomicRounds; round++ {
-			n := race(key, round, func(in *awss3.PutObjectInput) { in.IfMatch = aws.String(etag) })
+			n := race(t, key, round, func(in *awss3.PutObjectInput) { in.IfMatch = aws.String(etag) })
 			if n != 1 {
 				bad++
 				t.Errorf("round %d: %d of %d PUTs with If-Match %s succeeded, want exactly 1", round, n, atomicWriters, etag)
@@ -96,7 +97,7 @@ func TestConditionalPutIsAtomic(t *testing.T) {
 		bad := 0
 		for round := 1; round <= atomicRounds; round++ {
 			key := fmt.Sprintf("%sif-none-match-%d", prefix, round)
-			n := race(key, round, func(in *awss3.PutObjectInput) { in.IfNoneMatch = aws.String("*") })
+			n := race(t, key, round, func(in *awss3.PutObjectInput) { in.IfNoneMatch = aws.String("*") })
 			if n != 1 {
 				bad++
 				t.Errorf("round %d: %d of %d PUTs with If-None-Match: * on a new key succeeded, want exactly 1", round, n, atomicWriters)
