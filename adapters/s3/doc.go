@@ -11,6 +11,12 @@
 // only in the metadata, raising it would leave the ETag unchanged and let a
 // stale writer's If-Match through.
 //
+// The fence and the ETag a write reads must belong to one version of the
+// object: the server must answer a HEAD (and a GET) from one version. A
+// server that reads them separately can pair an old fence with a new ETag,
+// and the conditional PUT then overwrites a higher fence; versitygw v1.8.0
+// does this now and then (docs/s3.md, "Servers tried").
+//
 // Delete leaves a tombstone object that keeps the fence; nothing is ever
 // deleted, so a bucket lifecycle rule must not expire the store's objects.
 // The store has no lock Backend: pair it with a lock on Redis, PostgreSQL

@@ -3,10 +3,17 @@
 //
 //  1. FENCEKIT_S3_ENDPOINT (with FENCEKIT_S3_ACCESS_KEY, FENCEKIT_S3_SECRET_KEY,
 //     FENCEKIT_S3_BUCKET and optionally FENCEKIT_S3_REGION) names any server;
-//  2. otherwise a versitygw (github.com/versity/versitygw, an S3 gateway over
-//     a directory) is built from the Go module proxy once, cached under the
-//     user cache directory by version, and started on a free loopback port
-//     over a temporary directory for the test binary;
+//  2. otherwise the server FENCEKIT_S3_SERVER names is built once, cached
+//     under the user cache directory, and started on a free loopback port
+//     for the test binary:
+//     - "gofakes3" (the default): gofakes3 v1.2.0 with its in-memory backend,
+//     through the small program in ../fakes3 (a module of its own, built
+//     with `go build`, cached by a hash of its go.mod, go.sum and main.go);
+//     - "versitygw": versitygw v1.8.0 (an S3 gateway over a directory),
+//     built with `go install` from the Go module proxy, cached by version.
+//     Its HEAD can return the metadata of one version of an object with
+//     the ETag of the next, which breaks the fenced store now and then
+//     (docs/s3.md, "Servers tried"), so it is not the default;
 //  3. if neither works the test is skipped, or failed under
 //     FENCEKIT_REQUIRE_BACKENDS=1.
 //
@@ -16,6 +23,8 @@ package s3server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
@@ -102,27 +111,27 @@ var shared struct {
 }
 
 // Shared returns the server for this test binary: the one named by the
-// environment, or a versitygw started at the first call. It skips t (fails
+// environment, or one of Selected's kind started at the first call. It skips t (fails
 // it under FENCEKIT_REQUIRE_BACKENDS=1) when there is none.
 func Shared(t testing.TB) *Server {
 	t.Helper()
 	shared.once.Do(func() { shared.srv, shared.err = open() })
 	if shared.err != nil {
-		testkit.Unavailable(t, "S3-compatible server", fmt.Sprintf("%v; set FENCEKIT_S3_ENDPOINT (and FENCEKIT_S3_ACCESS_KEY, FENCEKIT_S3_SECRET_KEY, FENCEKIT_S3_BUCKET), or let the test build versitygw %s (needs the go command and the Go module proxy)", shared.err, VersityVersion))
+		testkit.Unavailable(t, "S3-compatible server", fmt.Sprintf("%v; set FENCEKIT_S3_ENDPOINT (and FENCEKIT_S3_ACCESS_KEY, FENCEKIT_S3_SECRET_KEY, FENCEKIT_S3_BUCKET), or let the test build %s (needs the go command and the Go module proxy)", shared.err, Selected()))
 	}
 	return shared.srv
 }
 
 // Main runs the tests and then stops the shared server, if one was started.
-// Unless FENCEKIT_S3_ENDPOINT is set, it first makes sure the versitygw
-// binary is built: a cold build takes minutes, and done here, before
-// m.Run, it does not count against the test binary's -timeout. A failed
-// build is reported by Shared, to the tests that need the server.
+// Unless FENCEKIT_S3_ENDPOINT is set, it first makes sure the selected
+// server's binary is built: a cold build can take minutes, and done here,
+// before m.Run, it does not count against the test binary's -timeout. A
+// failed build is reported by Shared, to the tests that need the server.
 func Main(m *testing.M) int {
 	if strings.TrimSpace(os.Getenv("FENCEKIT_S3_ENDPOINT")) == "" {
 		start := time.Now()
-		if _, err := VersityBinary(); err == nil && time.Since(start) > time.Second {
-			fmt.Fprintf(os.Stderr, "s3server: built versitygw %s in %v\n", VersityVersion, time.Since(start).Round(time.Second))
+		if _, err := Binary(Selected()); err == nil && time.Since(start) > time.Second {
+			fmt.Fprintf(os.Stderr, "s3server: built %s in %v\n", Selected(), time.Since(start).Round(time.Second))
 		}
 	}
 	code := m.Run()
@@ -132,7 +141,7 @@ func Main(m *testing.M) int {
 	return code
 }
 
-// open connects to the environment's server or starts a versitygw.
+// open connects to the environment's server or starts the selected one.
 func open() (*Server, error) {
 	if ep := strings.TrimSpace(os.Getenv("FENCEKIT_S3_ENDPOINT")); ep != "" {
 		s := &Server{
@@ -145,11 +154,48 @@ func open() (*Server, error) {
 		}
 		return s, s.ensureBucket()
 	}
-	bin, err := VersityBinary()
+	kind := Selected()
+	bin, err := Binary(kind)
 	if err != nil {
 		return nil, err
 	}
-	return StartVersity(bin)
+	if kind == Versity {
+		return StartVersity(bin)
+	}
+	return StartFakeS3(bin)
+}
+
+// Kinds of server this package can build and start.
+const (
+	// FakeS3 is gofakes3 (FakeS3Version) with its in-memory backend, the
+	// default.
+	FakeS3 = "gofakes3"
+	// Versity is versitygw (VersityVersion) with its posix backend.
+	Versity = "versitygw"
+)
+
+// FakeS3Version is the gofakes3 release ../fakes3 requires.
+const FakeS3Version = "v1.2.0"
+
+// Selected returns the kind of server to start: FENCEKIT_S3_SERVER, or
+// FakeS3 when it is empty. Any other value selects FakeS3 too and is
+// reported by Binary.
+func Selected() string {
+	if v := strings.TrimSpace(os.Getenv("FENCEKIT_S3_SERVER")); v != "" {
+		return v
+	}
+	return FakeS3
+}
+
+// Binary returns the path of kind's binary, building it the first time.
+func Binary(kind string) (string, error) {
+	switch kind {
+	case FakeS3:
+		return FakeS3Binary()
+	case Versity:
+		return VersityBinary()
+	}
+	return "", fmt.Errorf("FENCEKIT_S3_SERVER=%q: want %q or %q", kind, FakeS3, Versity)
 }
 
 func envOr(name, def string) string {
@@ -233,6 +279,124 @@ func versityBinary() (string, error) {
 	return bin, nil
 }
 
+var builtFake struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// FakeS3Binary returns the path of the ../fakes3 program, building it with
+// `go build` into the user cache directory the first time, under a name
+// that hashes its go.mod, go.sum and main.go (an edit builds it anew).
+// Concurrent test binaries wait for one build (a file lock).
+func FakeS3Binary() (string, error) {
+	builtFake.once.Do(func() { builtFake.bin, builtFake.err = fakeS3Binary() })
+	return builtFake.bin, builtFake.err
+}
+
+// fakeS3Dir is the directory of the fakes3 module, next to this file's.
+func fakeS3Dir() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", fmt.Errorf("cannot locate the fakes3 module: no caller information")
+	}
+	return filepath.Join(filepath.Dir(file), "..", "fakes3"), nil
+}
+
+func fakeS3Binary() (string, error) {
+	src, err := fakeS3Dir()
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, name := range []string{"go.mod", "go.sum", "main.go"} {
+		b, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			return "", fmt.Errorf("fakes3 source: %w", err)
+		}
+		fmt.Fprintf(h, "%s %d\n", name, len(b))
+		h.Write(b)
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no user cache directory for the fakes3 binary: %w", err)
+	}
+	dir := filepath.Join(cache, "fencekit", "fakes3-"+hex.EncodeToString(h.Sum(nil))[:16]+"-"+runtime.GOOS+"-"+runtime.GOARCH)
+	bin := filepath.Join(dir, "fakes3")
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	unlock, err := lockFile(filepath.Join(dir, "build.lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil // built by another test binary while we waited
+	}
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("no go command to build fakes3: %w", err)
+	}
+	tmp, err := os.MkdirTemp(dir, "build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goCmd, "build", "-o", filepath.Join(tmp, "fakes3"), ".")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build %s (gofakes3 %s): %v\n%s", src, FakeS3Version, err, out)
+	}
+	if err := os.Rename(filepath.Join(tmp, "fakes3"), bin); err != nil {
+		return "", err
+	}
+	return bin, nil
+}
+
+// StartFakeS3 starts bin (from FakeS3Binary) on a free loopback port with
+// one bucket, and waits until it answers.
+func StartFakeS3(bin string) (*Server, error) {
+	dir, err := os.MkdirTemp("", "fencekit-fakes3-")
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s := &Server{
+			Name:      "gofakes3 " + FakeS3Version + " (s3mem)",
+			Endpoint:  "http://127.0.0.1:" + strconv.Itoa(port),
+			Region:    "us-east-1",
+			AccessKey: "fencekit",
+			SecretKey: "fencekit-secret",
+			Bucket:    "fencekit-test",
+			dir:       dir,
+			log:       filepath.Join(dir, "fakes3.log"),
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		if lastErr = s.launch(exec.Command(bin, "-addr", addr, "-bucket", s.Bucket), port); lastErr == nil {
+			if err := s.ensureBucket(); err != nil {
+				s.Stop()
+				return nil, err
+			}
+			return s, nil
+		}
+	}
+	_ = os.RemoveAll(dir)
+	return nil, lastErr
+}
+
 // StartVersity starts bin as a versitygw on a free loopback port, serving a
 // temporary directory with one bucket, and waits until it answers.
 func StartVersity(bin string) (*Server, error) {
@@ -260,7 +424,9 @@ func StartVersity(bin string) (*Server, error) {
 			dir:       dir,
 			log:       filepath.Join(dir, "versitygw.log"),
 		}
-		if lastErr = s.launch(bin, port, root); lastErr == nil {
+		cmd := exec.Command(bin, "--access", s.AccessKey, "--secret", s.SecretKey,
+			"--port", "127.0.0.1:"+strconv.Itoa(port), "--region", s.Region, "posix", root)
+		if lastErr = s.launch(cmd, port); lastErr == nil {
 			if err := s.ensureBucket(); err != nil {
 				s.Stop()
 				return nil, err
@@ -272,14 +438,15 @@ func StartVersity(bin string) (*Server, error) {
 	return nil, lastErr
 }
 
-func (s *Server) launch(bin string, port int, root string) error {
+// launch starts cmd, the server process for port, and waits until the
+// port accepts connections.
+func (s *Server) launch(cmd *exec.Cmd, port int) error {
 	logf, err := os.Create(s.log)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	s.cmd = exec.Command(bin, "--access", s.AccessKey, "--secret", s.SecretKey,
-		"--port", "127.0.0.1:"+strconv.Itoa(port), "--region", s.Region, "posix", root)
+	s.cmd = cmd
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	s.cmd.SysProcAttr = sysProcAttr()
 	if err := startProcess(s.cmd); err != nil {
@@ -296,12 +463,12 @@ func (s *Server) launch(bin string, port int, root string) error {
 		}
 		select {
 		case <-s.done:
-			return fmt.Errorf("versitygw on port %d exited at start: %s", port, s.logTail())
+			return fmt.Errorf("%s on port %d exited at start: %s", s.Name, port, s.logTail())
 		default:
 		}
 		if time.Now().After(deadline) {
 			s.kill()
-			return fmt.Errorf("versitygw on port %d: not listening after 30s: %v\n%s", port, err, s.logTail())
+			return fmt.Errorf("%s on port %d: not listening after 30s: %v\n%s", s.Name, port, err, s.logTail())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -14,30 +14,49 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
-// TestVersityBinary builds versitygw (or finds it in the cache) and runs
-// it. .ci/run calls it first, with a long -timeout, so that a cold build is
-// not counted against the other test binaries' default timeout.
-func TestVersityBinary(t *testing.T) {
+// TestServerBinary builds the selected server (FENCEKIT_S3_SERVER, gofakes3
+// by default), or finds it in the cache. .ci/run calls it first, with a
+// long -timeout, so that a cold build is not counted against the other test
+// binaries' default timeout.
+func TestServerBinary(t *testing.T) {
 	start := time.Now()
-	bin, err := VersityBinary()
+	kind := Selected()
+	bin, err := Binary(kind)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("versitygw %s at %s (%v)", VersityVersion, bin, time.Since(start).Round(time.Millisecond))
-	out, err := exec.Command(bin, "--version").CombinedOutput()
-	if err != nil || !strings.Contains(strings.ToLower(string(out)), "version") {
-		t.Fatalf("versitygw --version: %v\n%s", err, out)
+	t.Logf("%s at %s (%v)", kind, bin, time.Since(start).Round(time.Millisecond))
+	if kind == Versity {
+		out, err := exec.Command(bin, "--version").CombinedOutput()
+		if err != nil || !strings.Contains(strings.ToLower(string(out)), "version") {
+			t.Fatalf("versitygw --version: %v\n%s", err, out)
+		}
 	}
 }
 
-// TestStartVersity starts a throwaway versitygw, round-trips an object, and
-// checks that Stop ends the process and removes its directory.
-func TestStartVersity(t *testing.T) {
-	bin, err := VersityBinary()
+// TestBinaryUnknownKind: a FENCEKIT_S3_SERVER naming no known server is an
+// error that names the choices.
+func TestBinaryUnknownKind(t *testing.T) {
+	_, err := Binary("minio")
+	if err == nil || !strings.Contains(err.Error(), FakeS3) || !strings.Contains(err.Error(), Versity) {
+		t.Fatalf("Binary(\"minio\") = %v, want an error naming %q and %q", err, FakeS3, Versity)
+	}
+}
+
+// TestStartServer starts a throwaway server of the selected kind,
+// round-trips an object, and checks that Stop ends the process and removes
+// its directory.
+func TestStartServer(t *testing.T) {
+	kind := Selected()
+	bin, err := Binary(kind)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := StartVersity(bin)
+	start := StartFakeS3
+	if kind == Versity {
+		start = StartVersity
+	}
+	s, err := start(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +80,7 @@ func TestStartVersity(t *testing.T) {
 	select {
 	case <-s.done:
 	default:
-		t.Fatal("versitygw still running after Stop")
+		t.Fatalf("%s still running after Stop", s.Name)
 	}
 	if _, err := os.Stat(s.dir); !os.IsNotExist(err) {
 		t.Fatalf("directory %s left after Stop: %v", s.dir, err)
