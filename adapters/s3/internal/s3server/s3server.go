@@ -235,12 +235,26 @@ func VersityBinary() (string, error) {
 }
 
 func versityBinary() (string, error) {
+	dir := "versitygw-" + VersityVersion + "-" + runtime.GOOS + "-" + runtime.GOARCH
+	return cachedBinary(dir, "versitygw", func(ctx context.Context, goCmd, tmp string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, goCmd, "install", versityModule+"@"+VersityVersion)
+		cmd.Dir = tmp
+		cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOFLAGS=-mod=mod", "GOWORK=off")
+		return cmd
+	})
+}
+
+// cachedBinary returns the path of the program name under dir in the user
+// cache directory (fencekit/dir/name), building it the first time with the
+// command that build gives, which must leave the program as name in tmp.
+// Concurrent test binaries wait for one build (a file lock in dir).
+func cachedBinary(dir, name string, build func(ctx context.Context, goCmd, tmp string) *exec.Cmd) (string, error) {
 	cache, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("no user cache directory for the versitygw binary: %w", err)
+		return "", fmt.Errorf("no user cache directory for the %s binary: %w", name, err)
 	}
-	dir := filepath.Join(cache, "fencekit", "versitygw-"+VersityVersion+"-"+runtime.GOOS+"-"+runtime.GOARCH)
-	bin := filepath.Join(dir, "versitygw")
+	dir = filepath.Join(cache, "fencekit", dir)
+	bin := filepath.Join(dir, name)
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
 	}
@@ -257,7 +271,7 @@ func versityBinary() (string, error) {
 	}
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
-		return "", fmt.Errorf("no go command to build versitygw: %w", err)
+		return "", fmt.Errorf("no go command to build %s: %w", name, err)
 	}
 	tmp, err := os.MkdirTemp(dir, "build-")
 	if err != nil {
@@ -266,14 +280,11 @@ func versityBinary() (string, error) {
 	defer os.RemoveAll(tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goCmd, "install", versityModule+"@"+VersityVersion)
-	cmd.Dir = tmp
-	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOFLAGS=-mod=mod", "GOWORK=off")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go install %s@%s: %v\n%s", versityModule, VersityVersion, err, out)
+	cmd := build(ctx, goCmd, tmp)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build %s (%s): %v\n%s", name, strings.Join(cmd.Args[1:], " "), err, out)
 	}
-	if err := os.Rename(filepath.Join(tmp, "versitygw"), bin); err != nil {
+	if err := os.Rename(filepath.Join(tmp, name), bin); err != nil {
 		return "", err
 	}
 	return bin, nil
@@ -317,48 +328,13 @@ func fakeS3Binary() (string, error) {
 		fmt.Fprintf(h, "%s %d\n", name, len(b))
 		h.Write(b)
 	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("no user cache directory for the fakes3 binary: %w", err)
-	}
-	dir := filepath.Join(cache, "fencekit", "fakes3-"+hex.EncodeToString(h.Sum(nil))[:16]+"-"+runtime.GOOS+"-"+runtime.GOARCH)
-	bin := filepath.Join(dir, "fakes3")
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	unlock, err := lockFile(filepath.Join(dir, "build.lock"))
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil // built by another test binary while we waited
-	}
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		return "", fmt.Errorf("no go command to build fakes3: %w", err)
-	}
-	tmp, err := os.MkdirTemp(dir, "build-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, goCmd, "build", "-o", filepath.Join(tmp, "fakes3"), ".")
-	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "GOWORK=off")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build %s (gofakes3 %s): %v\n%s", src, FakeS3Version, err, out)
-	}
-	if err := os.Rename(filepath.Join(tmp, "fakes3"), bin); err != nil {
-		return "", err
-	}
-	return bin, nil
+	dir := "fakes3-" + hex.EncodeToString(h.Sum(nil))[:16] + "-" + runtime.GOOS + "-" + runtime.GOARCH
+	return cachedBinary(dir, "fakes3", func(ctx context.Context, goCmd, tmp string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, goCmd, "build", "-o", filepath.Join(tmp, "fakes3"), ".")
+		cmd.Dir = src
+		cmd.Env = append(os.Environ(), "GOWORK=off")
+		return cmd
+	})
 }
 
 // StartFakeS3 starts bin (from FakeS3Binary) on a free loopback port with
