@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
@@ -19,7 +20,13 @@ import (
 // the server answered (a server that saw the deadline pass answers "request
 // timed out").
 func opError(ctx context.Context, op, name string, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+	cerr := ctx.Err()
+	if d, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(d) {
+		// gRPC (or the server, from the grpc-timeout header) can report
+		// the deadline a moment before the context's own timer fires.
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
 		return fmt.Errorf("fencekit/etcd: %s %q: %w: %w", op, name, cerr, err)
 	}
 	err = fmt.Errorf("fencekit/etcd: %s %q: %w", op, name, err)
