@@ -219,19 +219,19 @@ func (s *Server) ensureBucket() error {
 	return nil
 }
 
-var built struct {
-	once sync.Once
-	bin  string
-	err  error
-}
+// The builds run once per test binary; the outcome, success or failure,
+// is kept.
+var (
+	versityOnce = sync.OnceValues(versityBinary)
+	fakeS3Once  = sync.OnceValues(fakeS3Binary)
+)
 
 // VersityBinary returns the path of a versitygw binary of VersityVersion,
 // building it with `go install` into the user cache directory the first
 // time. Concurrent test binaries wait for one build (a file lock); within
 // one binary the outcome, success or failure, is kept.
 func VersityBinary() (string, error) {
-	built.once.Do(func() { built.bin, built.err = versityBinary() })
-	return built.bin, built.err
+	return versityOnce()
 }
 
 func versityBinary() (string, error) {
@@ -290,19 +290,12 @@ func cachedBinary(dir, name string, build func(ctx context.Context, goCmd, tmp s
 	return bin, nil
 }
 
-var builtFake struct {
-	once sync.Once
-	bin  string
-	err  error
-}
-
 // FakeS3Binary returns the path of the ../fakes3 program, building it with
 // `go build` into the user cache directory the first time, under a name
 // that hashes its go.mod, go.sum and main.go (an edit builds it anew).
 // Concurrent test binaries wait for one build (a file lock).
 func FakeS3Binary() (string, error) {
-	builtFake.once.Do(func() { builtFake.bin, builtFake.err = fakeS3Binary() })
-	return builtFake.bin, builtFake.err
+	return fakeS3Once()
 }
 
 // fakeS3Dir is the directory of the fakes3 module, next to this file's.
