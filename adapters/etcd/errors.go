@@ -59,7 +59,7 @@ func transient(err error) bool {
 			// A server error without a gRPC mapping reaches the client as
 			// Unknown with the server's message.
 			switch st.Message() {
-			case errNotPrimaryDesc, errRaftStoppedDesc:
+			case errNotPrimaryDesc, errRaftStoppedDesc, errProposalDroppedDesc:
 				return true
 			}
 		}
@@ -80,6 +80,10 @@ const (
 	// still answers; a write (a lease grant, a Txn) is refused before it is
 	// proposed, so nothing was applied.
 	errRaftStoppedDesc = "raft: stopped"
+	// errProposalDroppedDesc is raft's ErrProposalDropped: the member
+	// dropped a write's proposal (it knew no leader, or the leadership was
+	// being handed over), so the write was never applied.
+	errProposalDroppedDesc = "raft proposal dropped"
 )
 
 // transientEtcd judges an etcd server error by its code. Every Unavailable

@@ -33,14 +33,19 @@ func TestEtcdServerErrorsClassified(t *testing.T) {
 	if errRaftStoppedDesc != raft.ErrStopped.Error() {
 		t.Fatalf("errRaftStoppedDesc = %q; raft says %q", errRaftStoppedDesc, raft.ErrStopped)
 	}
+	if errProposalDroppedDesc != raft.ErrProposalDropped.Error() {
+		t.Fatalf("errProposalDroppedDesc = %q; raft says %q", errProposalDroppedDesc, raft.ErrProposalDropped)
+	}
 	// Without a gRPC mapping, the server sends these as Unknown.
 	notPrimary := status.Error(codes.Unknown, lease.ErrNotPrimary.Error())
 	raftStopped := status.Error(codes.Unknown, raft.ErrStopped.Error())
+	proposalDropped := status.Error(codes.Unknown, raft.ErrProposalDropped.Error())
 	retry := []error{
 		rpctypes.ErrGRPCStopped,
 		rpctypes.ErrGRPCTimeoutWaitAppliedIndex,
 		notPrimary,
 		raftStopped,
+		proposalDropped,
 		rpctypes.ErrGRPCNoLeader,
 		rpctypes.ErrGRPCLeaderChanged,
 		rpctypes.ErrGRPCTimeout,

@@ -24,12 +24,14 @@ import (
 // cluster" as rpctypes.EtcdError values, which have no gRPC status; "not a
 // primary lessor" (a leader that could not confirm its leadership when asked
 // to renew a lease) and "raft: stopped" (a write to a member whose server
-// stopped) as gRPC statuses with code Unknown.
+// stopped) and "raft proposal dropped" (a write proposed while the
+// leadership was changing hands) as gRPC statuses with code Unknown.
 var serverErrors = []error{
 	clientv3.ContextError(context.Background(), rpctypes.ErrGRPCStopped),
 	clientv3.ContextError(context.Background(), rpctypes.ErrGRPCUnhealthy),
 	clientv3.ContextError(context.Background(), status.Error(codes.Unknown, "not a primary lessor")),
 	clientv3.ContextError(context.Background(), status.Error(codes.Unknown, "raft: stopped")),
+	clientv3.ContextError(context.Background(), status.Error(codes.Unknown, "raft proposal dropped")),
 }
 
 // failingClient is a real client whose next Grants and KeepAliveOnces fail
