@@ -10,8 +10,8 @@ import (
 	"github.com/fencekit/fencekit/lock/locktest"
 )
 
-// TestConformance runs both suites on the shared three-member cluster, each
-// check under a prefix of its own. The suites run one after the other: in
+// TestConformance runs both suites, and the election checks, on the shared
+// three-member cluster, each check under a prefix of its own. The suites run one after the other: in
 // parallel they load a two-core machine enough to stretch etcd's round trips
 // past the short TTLs the checks use.
 func TestConformance(t *testing.T) {
@@ -35,5 +35,10 @@ func TestConformance(t *testing.T) {
 	})
 	t.Run("Metadata", func(t *testing.T) {
 		locktest.RunMetadata(t, newBackend)
+	})
+	t.Run("Election", func(t *testing.T) {
+		locktest.RunElection(t, newBackend, func(t *testing.T) fence.Store {
+			return fenceetcd.NewStore(c, &fenceetcd.StoreOptions{Prefix: prefix(t)})
+		})
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/smithy-go"
 )
 
 var (
@@ -18,6 +19,11 @@ var (
 	// store wrote: no fencekit header, or metadata that disagrees with it.
 	// The store refuses to read or overwrite it.
 	ErrCorrupt = errors.New("s3: object is not a fencekit object")
+
+	// ErrNoBucket means the store's bucket does not exist (S3 error code
+	// NoSuchBucket): a wrong bucket name, or a bucket deleted under the
+	// store. It is permanent; nothing was written.
+	ErrNoBucket = errors.New("s3: no such bucket")
 )
 
 // httpStatus returns the HTTP status code of an S3 error, or 0.
@@ -29,20 +35,32 @@ func httpStatus(err error) int {
 	return 0
 }
 
+// noBucket reports whether S3 refused a request because the bucket does not
+// exist: error code NoSuchBucket, which S3 sends with its 404 to every
+// request that carries a body (GET, PUT), unlike NoSuchKey. A HEAD's 404 has
+// no body, so it cannot tell the two apart: a write learns of a missing
+// bucket from its PUT.
+func noBucket(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == "NoSuchBucket"
+}
+
 // lostRace reports whether a conditional PUT was refused because the object
 // changed since it was read: 412 Precondition Failed (the ETag no longer
 // matches, or If-None-Match: * found an object), 409 Conflict (S3's
 // ConditionalRequestConflict: a concurrent write to the key was in
-// progress), or 404 (If-Match on an object that someone deleted). In each
-// case the server wrote nothing, so reading again and deciding again is
-// safe.
+// progress), or a 404 other than NoSuchBucket (If-Match on an object that
+// someone deleted). In each case the server wrote nothing, so reading again
+// and deciding again is safe.
 func lostRace(err error) bool {
 	switch httpStatus(err) {
-	case http.StatusPreconditionFailed, http.StatusConflict, http.StatusNotFound:
+	case http.StatusPreconditionFailed, http.StatusConflict:
 		return true
+	case http.StatusNotFound:
+		return !noBucket(err)
 	}
 	return false
 }
 
-// notFound reports whether a read found no object.
-func notFound(err error) bool { return httpStatus(err) == http.StatusNotFound }
+// notFound reports whether a read found no object in an existing bucket.
+func notFound(err error) bool { return httpStatus(err) == http.StatusNotFound && !noBucket(err) }

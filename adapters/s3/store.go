@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	mrand "math/rand/v2"
 	"time"
 	"unicode/utf8"
@@ -44,8 +45,12 @@ type Options struct {
 
 // MaxValueLen is the largest value a Store accepts: S3's limit for one PUT
 // (5 GiB) less the object header. Larger values are refused with an error
-// matching fence.ErrInvalid.
-const MaxValueLen = 5<<30 - headerLen - keyLenDigits - fence.MaxKeyLen - 1
+// matching fence.ErrInvalid. It is an int64 because it exceeds a 32-bit int;
+// on a 32-bit platform every value a slice can hold is below it.
+const MaxValueLen int64 = 5<<30 - headerLen - keyLenDigits - fence.MaxKeyLen - 1
+
+// maxObjectLen is the size of the largest object a Store writes.
+const maxObjectLen = MaxValueLen + headerLen + keyLenDigits + fence.MaxKeyLen + 1
 
 // Metadata keys (x-amz-meta-...) that repeat the header, so that a HEAD
 // tells a write the fence without downloading the value.
@@ -78,7 +83,8 @@ type Store struct {
 	err         error // bad configuration, reported by every call
 }
 
-// NewStore returns a Store on bucket through client. The bucket must exist.
+// NewStore returns a Store on bucket through client. The bucket must exist:
+// a call that finds it missing fails with an error matching ErrNoBucket.
 // A nil client, an empty bucket or a bad prefix is reported by every method
 // as an error matching fence.ErrInvalid.
 func NewStore(client API, bucket string, opts *Options) *Store {
@@ -125,7 +131,7 @@ func (s *Store) ObjectName(key string) string { return objectName(s.prefix, key)
 // fence to token: a HEAD, then a conditional PUT of the header and the value
 // (read in place, not copied). A nil value is stored as an empty value.
 func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []byte) error {
-	if len(value) > MaxValueLen {
+	if int64(len(value)) > MaxValueLen {
 		return fence.Invalid("s3: value of %d bytes is longer than %d", len(value), MaxValueLen)
 	}
 	return s.write(ctx, opPut, key, token, value)
@@ -246,6 +252,9 @@ func (s *Store) write(ctx context.Context, o op, key string, token fence.Token, 
 		if err == nil {
 			return nil
 		}
+		if noBucket(err) {
+			return s.noBucketError(o.String(), key, err)
+		}
 		if !lostRace(err) {
 			// Unknown outcome (or a refusal unrelated to the race): the
 			// PUT may have been applied, so it is not sent again.
@@ -307,6 +316,12 @@ func (s *Store) put(ctx context.Context, key, name string, cur state, kind byte,
 	return err
 }
 
+// noBucketError reports that op on key found no bucket: permanent, so it is
+// never retried as a lost race or read as a missing key.
+func (s *Store) noBucketError(op, key string, err error) error {
+	return fmt.Errorf("s3: %s %q: %w %q: %w", op, key, ErrNoBucket, s.bucket, err)
+}
+
 // head reads the ETag, kind and fence of the object at name.
 func (s *Store) head(ctx context.Context, key, name string) (state, error) {
 	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(name)})
@@ -346,6 +361,9 @@ func (s *Store) get(ctx context.Context, key, name string) (state, error) {
 		if notFound(err) {
 			return state{}, nil
 		}
+		if noBucket(err) {
+			return state{}, s.noBucketError("get", key, err)
+		}
 		return state{}, fmt.Errorf("s3: get %q: %w", key, err)
 	}
 	defer out.Body.Close()
@@ -353,7 +371,12 @@ func (s *Store) get(ctx context.Context, key, name string) (state, error) {
 		return state{}, fmt.Errorf("s3: get %q: the server sent no ETag, which conditional writes need", key)
 	}
 	var data []byte
-	if n := aws.ToInt64(out.ContentLength); n > 0 && n <= MaxValueLen+headerLen+keyLenDigits+fence.MaxKeyLen+1 {
+	n := aws.ToInt64(out.ContentLength)
+	if n > math.MaxInt {
+		// Only on a 32-bit platform: the object cannot be held in memory.
+		return state{}, fmt.Errorf("s3: get %q: the object's %d bytes do not fit in this platform's address space", key, n)
+	}
+	if n > 0 && n <= maxObjectLen {
 		data = make([]byte, n)
 		_, err = io.ReadFull(out.Body, data)
 	} else {

@@ -20,6 +20,8 @@ func BackendChecks() []Check {
 		{"SameOwnerReacquireKeepsToken", checkSameOwnerReacquire},
 		{"TokensIncreaseAcrossRelease", checkTokensAcrossRelease},
 		{"TokensIncreaseAcrossExpiry", checkTokensAcrossExpiry},
+		{"ReusedOwnerAfterReleaseGetsNewToken", checkReusedOwnerAfterRelease},
+		{"ReusedOwnerAfterExpiryGetsNewToken", checkReusedOwnerAfterExpiry},
 		{"ReleaseFreesLock", checkReleaseFrees},
 		{"WrongOwnerReleaseRefused", checkWrongOwnerRelease},
 		{"WrongOwnerExtendRefused", checkWrongOwnerExtend},

@@ -26,6 +26,10 @@ type flaws struct {
 	reacquireNewTok  bool // a same-owner re-acquire mints a new token
 	reacquireNoRenew bool // a same-owner re-acquire keeps the old expiry
 	nonAtomicAcquire bool // check and set in two steps, other goroutines run between
+	// The lease record outlives the lease, and the same-owner branch of
+	// Acquire matches it: an owner that comes back gets its old token.
+	reuseAfterRelease bool // Release marks the record ended
+	reuseAfterExpiry  bool // expiry marks the record ended
 
 	// Extend, release, expiry.
 	extendAddsToOld     bool // Extend adds ttl to the old expiry
@@ -85,12 +89,13 @@ type flawed struct {
 	leases   map[string]*flawedLease
 	freed    map[string]*flawedLease // inspectFreeStale: the last released lease
 	last     map[string]fence.Token
-	reserved map[string]fence.Token // mintWhileWaiting: per owner
+	reserved map[string]fence.Token  // mintWhileWaiting: per owner
+	ended    map[string]*flawedLease // reuseAfter*: the ended lease record
 }
 
 func newFlawed(f flaws) *flawed {
 	return &flawed{f: f, leases: map[string]*flawedLease{}, freed: map[string]*flawedLease{},
-		last: map[string]fence.Token{}, reserved: map[string]fence.Token{}}
+		last: map[string]fence.Token{}, reserved: map[string]fence.Token{}, ended: map[string]*flawedLease{}}
 }
 
 var _ lock.Backend = (*flawed)(nil)
@@ -181,6 +186,9 @@ func (b *flawed) live(n string) *flawedLease {
 	l := b.leases[n]
 	if l != nil && !time.Now().Before(l.expires) {
 		delete(b.leases, n)
+		if b.f.reuseAfterExpiry {
+			b.ended[n] = l
+		}
 		if b.f.resetOnExpiry {
 			b.last[n] = 0
 		}
@@ -248,6 +256,12 @@ func (b *flawed) Acquire(ctx context.Context, name, owner string, ttl time.Durat
 		runtime.Gosched()
 		b.mu.Lock()
 	}
+	if e := b.ended[n]; e != nil && b.sameOwner(e.owner, owner) {
+		// The ended record is taken for the owner's own live lease.
+		b.leases[n] = &flawedLease{owner: owner, token: e.token, granted: ttl, expires: b.now().Add(b.lifetime(ttl))}
+		return e.token, nil
+	}
+	delete(b.ended, n)
 	tok := b.reserved[owner]
 	if !b.f.mintWhileWaiting {
 		tok = b.mint(n)
@@ -319,6 +333,9 @@ func (b *flawed) Release(ctx context.Context, name, owner string) error {
 	}
 	delete(b.leases, n)
 	b.freed[n] = l
+	if b.f.reuseAfterRelease {
+		b.ended[n] = l
+	}
 	switch {
 	case b.f.resetOnRelease:
 		b.last[n] = 0

@@ -31,9 +31,13 @@
 // with a context already cancelled and one past its deadline; a deadline
 // in mid-call needs a delayed network, which the fault kit provides); that
 // a lease whose TTL ran out is refused to its old owner at the very instant
-// of expiry (the suite checks it after the lease is seen to be free); and
-// that an expired lease is not re-acquired with its old token by its own
-// owner (owners are random per lease, so no Client does that).
+// of expiry (the suite checks it after the lease is seen to be free).
+//
+// An owner value used again after its lease ended (a caller of
+// Backend.Acquire that keeps one owner, a holder resuming with a saved
+// owner) is checked: after its own release or its lease's expiry, also with
+// another holder in between, it must get a new token above every earlier
+// one, never its old one back.
 //
 // The checks are also exported one by one (Checks, MonotonicCheck), so that
 // the suite's own tests can show that each one fails on a backend that

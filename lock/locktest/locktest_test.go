@@ -82,6 +82,8 @@ var gallery = []struct {
 	{"keeps the token counter in the lease, so it expires with it", flaws{resetOnExpiry: true}, []string{"TokensIncreaseAcrossExpiry"}, false},
 	{"gives the last token back on release", flaws{releaseLowers: true}, []string{"TokensIncreaseAcrossRelease", "DoReleasesAfterwards"}, false},
 	{"mints a waiter's token at its first attempt", flaws{mintWhileWaiting: true}, []string{"TokensMonotonicUnderContention"}, true},
+	{"gives an owner its old token back after its own release", flaws{reuseAfterRelease: true}, []string{"ReusedOwnerAfterReleaseGetsNewToken"}, false},
+	{"gives an owner its old token back after its lease expired", flaws{reuseAfterExpiry: true}, []string{"ReusedOwnerAfterExpiryGetsNewToken"}, false},
 	{"mints a new token on a same-owner re-acquire", flaws{reacquireNewTok: true}, []string{"SameOwnerReacquireKeepsToken"}, false},
 	{"does not renew on a same-owner re-acquire", flaws{reacquireNoRenew: true}, []string{"SameOwnerReacquireKeepsToken"}, false},
 	{"checks and takes a free lock in two steps", flaws{nonAtomicAcquire: true}, []string{"ConcurrentAcquirersOneWinner"}, true},

@@ -264,6 +264,42 @@ func (m *Member) Stop() {
 	m.cmd, m.stdin, m.out = nil, nil, nil
 }
 
+// Halt stops the member's etcd server but leaves its process, and its
+// client port, up: calls that reach it are answered "etcdserver: server
+// stopped" (as by a member removed from the cluster, or one whose server
+// stopped on its own) until Shutdown or Stop ends the process. A leader
+// hands its leadership over first.
+func (m *Member) Halt() error { return m.command("halt") }
+
+// ShutdownTimeout bounds a graceful Shutdown before the member is killed.
+const ShutdownTimeout = 30 * time.Second
+
+// Shutdown stops the member gracefully, as an operator's rolling restart
+// does: its standard input closes, so the member command closes the embedded
+// server (a leader hands its leadership over first, and calls in flight are
+// answered "etcdserver: server stopped") and exits. A member still running
+// after ShutdownTimeout is killed. Its data directory stays.
+func (m *Member) Shutdown() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil {
+		return nil
+	}
+	_ = m.stdin.Close()
+	done := make(chan error, 1)
+	go func() { done <- m.cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(ShutdownTimeout):
+		_ = m.cmd.Process.Kill()
+		<-done
+		err = fmt.Errorf("etcdtest: %s did not shut down within %v; killed", m.Name, ShutdownTimeout)
+	}
+	m.cmd, m.stdin, m.out = nil, nil, nil
+	return err
+}
+
 // command sends one line to the member and waits for its answer.
 func (m *Member) command(line string) error {
 	m.mu.Lock()

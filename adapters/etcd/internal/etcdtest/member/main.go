@@ -1,11 +1,17 @@
 // Command member runs one embedded etcd server for the adapter's tests,
 // in a process of its own, built without the race detector: the tests race
 // fencekit's code, not etcd's, which runs many times slower under it. The
-// test process starts it, kills it (SIGKILL) to stop it, and partitions it
-// with commands on its standard input, one per line:
+// test process starts it, kills it (SIGKILL) or closes its standard input to
+// stop it (the server then closes gracefully), and partitions it with
+// commands on its standard input, one per line:
 //
 //	cut NAME    drop all Raft messages to and from member NAME
 //	mend NAME   undo cut
+//	halt        stop the etcd server (a leader hands its leadership over
+//	            first) but keep its client port open: every call is then
+//	            answered "etcdserver: server stopped", as by a member that
+//	            was removed from the cluster or whose server stopped on its
+//	            own, until the process exits
 //
 // It prints "ready" once the server serves, "ok" after each command, and
 // exits when its standard input closes, so it never outlives its test.
@@ -78,6 +84,11 @@ func run(name, dir, client, peer, initial, state string, tick, election uint) er
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		verb, other, _ := strings.Cut(strings.TrimSpace(in.Text()), " ")
+		if verb == "halt" {
+			e.Server.Stop()
+			fmt.Println("ok")
+			continue
+		}
 		found := false
 		for _, m := range e.Server.Cluster().Members() {
 			if m.Name != other {
