@@ -57,7 +57,10 @@ type Leadership struct {
 // Campaign blocks until this candidate leads, and returns its leadership,
 // whose lease is kept alive. It retries while another candidate leads (or
 // an attempt fails transiently), however many attempts it takes, until ctx
-// ends: then the error matches ErrNotAcquired and ctx.Err(). An error that
+// ends: then the error matches ErrNotAcquired and ctx.Err(). When the
+// backend is unreachable for Options.MaxUnreachable (see Client.Acquire),
+// it gives up with an error matching ErrNotAcquired and ErrUnreachable;
+// waiting for another leader is never cut short by that bound. An error that
 // a retry cannot cure (Retryable false) is returned at once, as by
 // Client.Acquire. The backoff between attempts is the Client's and never
 // longer than the leader's remaining TTL, when the backend reports it.
