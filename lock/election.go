@@ -120,9 +120,23 @@ func (l *Leadership) Fenced(store fence.Store) *Writer { return l.lease.Fenced(s
 
 // Resign gives the leadership up, so that another candidate can take over
 // at once rather than after the TTL. Resigning a resigned leadership returns
-// nil; one already lost returns an error matching ErrNotHeld and ErrLost.
-// See Lease.Release for an outcome that is unknown.
-func (l *Leadership) Resign(ctx context.Context) error { return l.lease.Release(ctx) }
+// nil; one already lost returns an error matching ErrNotHeld and ErrLost,
+// also when it was lost only on this side (its local deadline passed, say)
+// and the backend still held it: Resign then still releases it there, so
+// that the next candidate need not wait for the TTL. See Lease.Release for
+// an outcome that is unknown.
+func (l *Leadership) Resign(ctx context.Context) error {
+	err := l.lease.Release(ctx)
+	if err != nil {
+		return err
+	}
+	// Releasing a lease that was lost here but still held by the backend
+	// succeeds, and leaves the lease lost: the leadership had ended anyway.
+	if lost := l.lease.Err(); errors.Is(lost, ErrLost) {
+		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
+	}
+	return nil
+}
 
 // Leader describes the current leader of an election, as its backend sees
 // it.
@@ -139,18 +153,29 @@ type Leader struct {
 	// start time, so an Election that has just been created reports the
 	// moment of its first look.
 	Since time.Time
+	// ReadAt is when this view was read from the backend, on this
+	// process's clock; zero if it never was (a value of Observe whose
+	// first poll failed).
+	ReadAt time.Time
+	// Err is nil in every Leader that Election.Leader returns. In a value
+	// that Observe sends, it is the error of the poll that failed: the
+	// other fields are then the last view read, as of ReadAt, and may be
+	// stale.
+	Err error
 }
 
 // Leader asks the backend for the current leader. With no leader it
-// returns ErrNoLeader.
+// returns ErrNoLeader. A bad name or TTL (one that Campaign would refuse)
+// gets ErrInvalid and nothing is sent.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
-	if err := e.client.usable(); err != nil {
+	if err := e.validate(); err != nil {
 		return Leader{}, err
 	}
 	info, err := e.client.backend.Inspect(ctx, e.name)
 	if err != nil {
 		return Leader{}, err
 	}
+	now := time.Now()
 	if !info.Held {
 		return Leader{}, fmt.Errorf("%w: %q", ErrNoLeader, e.name)
 	}
@@ -159,26 +184,68 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 		Term:     info.Token,
 		Metadata: info.Metadata,
 		TTL:      info.TTL,
-		Since:    e.saw(info.Token, time.Now()),
+		Since:    e.saw(info.Token, now),
+		ReadAt:   now,
 	}, nil
+}
+
+// validate refuses what Campaign would refuse: a nil client, a bad name, or
+// a TTL too short for a kept-alive lease under the Client's Options.
+func (e *Election) validate() error {
+	if err := e.client.usable(); err != nil {
+		return err
+	}
+	if e.name == "" {
+		return fence.Invalid("empty election name")
+	}
+	if err := fence.ValidateKey(e.name); err != nil {
+		return fmt.Errorf("election name: %w", err)
+	}
+	return e.client.opts.checkTTL(e.ttl, true)
 }
 
 // Observe polls the backend every interval (ttl/4 when interval is 0 or
 // less) and sends the leader on the channel whenever the term changes, and
 // a Leader with Term 0 when the election has no leader. The first value is
-// sent after the first poll. A poll that fails is skipped. The channel is
-// closed when ctx ends; a receiver that falls behind sees only the latest
-// change (a change it missed is dropped, never queued), so it never slows
-// the poll down.
+// sent after the first poll. Every value's ReadAt says when it was read.
+//
+// A failed poll is reported, not skipped: when a poll fails after one that
+// succeeded (or the first poll fails), Observe sends the last view it read
+// with Err set to the poll's error and ReadAt left at that read; when polls
+// succeed again it sends the current view with Err nil, changed term or
+// not. So while the latest value received has Err nil, the backend is
+// answering and the view is at most one interval old.
+//
+// A bad name or TTL (see Leader) is sent once, in Err (matching
+// ErrInvalid), and the channel closed; nothing is polled. Otherwise the
+// channel is closed when ctx ends. A receiver that falls behind sees only
+// the latest value (one it missed is dropped, never queued), so it never
+// slows the poll down.
 func (e *Election) Observe(ctx context.Context, interval time.Duration) <-chan Leader {
+	out := make(chan Leader, 1)
+	if err := e.validate(); err != nil {
+		out <- Leader{Name: e.name, Err: err}
+		close(out)
+		return out
+	}
 	if interval <= 0 {
 		interval = max(e.ttl/4, time.Millisecond)
 	}
-	out := make(chan Leader, 1)
+	send := func(v Leader) {
+		select { // drop an unread older value: only the latest counts
+		case <-out:
+		default:
+		}
+		out <- v
+	}
 	go func() {
 		defer close(out)
-		var last Leader
-		first := true
+		var (
+			sent    Leader // the last value sent
+			read    = Leader{Name: e.name}
+			first   = true
+			failing bool
+		)
 		ticker := time.NewTicker(interval)
 		defer ticker.Stop()
 		for {
@@ -186,18 +253,26 @@ func (e *Election) Observe(ctx context.Context, interval time.Duration) <-chan L
 			switch {
 			case err == nil, errors.Is(err, ErrNoLeader):
 				if err != nil {
-					cur = Leader{Name: e.name}
+					cur = Leader{Name: e.name, ReadAt: time.Now()}
 				}
-				if first || cur.Term != last.Term {
-					first = false
-					last = cur
-					select { // drop an unread older value: only the latest counts
-					case <-out:
-					default:
-					}
-					out <- cur
+				read = cur
+				if first || failing || cur.Term != sent.Term {
+					sent = cur
+					send(cur)
 				}
+				failing = false
+			case ctx.Err() != nil:
+				return // the poll was cut short by ctx: no news
+			default:
+				if first || !failing {
+					stale := read
+					stale.Err = err
+					sent = stale
+					send(stale)
+				}
+				failing = true
 			}
+			first = false
 			select {
 			case <-ctx.Done():
 				return

@@ -33,7 +33,12 @@ type Options struct {
 
 	// DriftFactor is the share of the TTL subtracted from a lease's local
 	// deadline for clock drift between this process and the backend.
-	// Default 0.01.
+	// 0 means the default, 0.01; every value in (0, 1) is used as given.
+	// Any other value (negative, 1 or more, NaN) makes every call that
+	// takes or renews a lease fail with ErrInvalid, sending nothing, and so
+	// does a factor so close to 1 that a TTL's local deadline would not
+	// come after its start, or its keep-alive renewal would come after
+	// that deadline.
 	DriftFactor float64
 	// DriftMin is added to the drift margin. Default 2ms.
 	DriftMin time.Duration
@@ -97,7 +102,7 @@ func (o *Options) withDefaults() Options {
 	if v.MaxBackoff < v.MinBackoff {
 		v.MaxBackoff = v.MinBackoff
 	}
-	if v.DriftFactor <= 0 || v.DriftFactor >= 0.5 {
+	if v.DriftFactor == 0 {
 		v.DriftFactor = 0.01
 	}
 	if v.MaxUnreachable == 0 {
@@ -119,6 +124,9 @@ func (o *Options) withDefaults() Options {
 func (o *Options) checkTTL(ttl time.Duration, keepAlive bool) error {
 	if ttl < MinTTL {
 		return fence.Invalid("ttl %v is below the minimum %v", ttl, MinTTL)
+	}
+	if !(o.DriftFactor > 0 && o.DriftFactor < 1) { // NaN too
+		return fence.Invalid("drift factor %v is outside (0, 1)", o.DriftFactor)
 	}
 	life := ttl - o.drift(ttl)
 	if life <= 0 {
