@@ -289,12 +289,26 @@ func (e *Election) Observe(ctx context.Context, interval time.Duration) <-chan L
 // or ctx ends; fn must then return soon, since a lost leader's writes are
 // refused by fenced resources but nothing else stops them.
 //
-// When fn returns while the leadership lasts, Lead resigns and returns fn's
-// error (nil included). When fn returns after the leadership was lost, its
-// error is dropped and Lead campaigns again. When ctx ends, Lead resigns if
-// it leads and returns an error matching ctx.Err(). A permanent error from
-// the backend (see Campaign) is returned at once. If fn panics, Lead
-// resigns and lets the panic go on.
+// When fn returns, the leadership counts as lost if any of these holds:
+//
+//   - its lease was lost (fn's context ended with ErrLost);
+//   - fn's error matches fence.ErrStale: a fenced resource has seen a newer
+//     term, so another leader was elected, although this process may not
+//     have noticed yet (evicted on the backend by an operator's force
+//     release, or by a pause past the TTL);
+//   - the release after fn finds the lease no longer held (ErrNotHeld):
+//     evicted on the backend, so fn cannot be said to have returned while
+//     leading.
+//
+// Then fn's result (nil included) is dropped, the lease is released in
+// case the backend still holds it, and Lead campaigns again: fn runs again
+// under a new term, greater than the lost one, never twice under one term.
+// Otherwise fn returned while leading: Lead resigns and returns fn's error
+// (nil included), joined with the release's error if the release failed
+// otherwise. When ctx ends, Lead resigns if it leads and returns an error
+// matching ctx.Err(). A permanent error from the backend, or a backend
+// unreachable for Options.MaxUnreachable (see Campaign), is returned at
+// once. If fn panics, Lead resigns and lets the panic go on.
 func (c *Client) Lead(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context, l *Leadership) error) error {
 	if fn == nil {
 		return fence.Invalid("nil function")
@@ -315,8 +329,8 @@ func (c *Client) Lead(ctx context.Context, name string, ttl time.Duration, fn fu
 	}
 }
 
-// run runs fn under l, resigns when fn returns unless the leadership was
-// lost meanwhile, and reports whether it was.
+// run runs fn under l, releases the lease when fn returns, and reports
+// whether the leadership was lost (see Lead for the rule).
 func (l *Leadership) run(ctx context.Context, fn func(context.Context, *Leadership) error) (lost bool, err error) {
 	fnCtx, cancel := withLease(ctx, l.lease)
 	returned := false
@@ -329,14 +343,16 @@ func (l *Leadership) run(ctx context.Context, fn func(context.Context, *Leadersh
 	fnErr := fn(fnCtx, l)
 	returned = true
 	cancel(nil)
-	if errors.Is(l.Err(), ErrLost) {
+	lostBefore := errors.Is(l.Err(), ErrLost) || errors.Is(fnErr, fence.ErrStale)
+	// Released even when lost: a lease lost on this side, or overtaken on
+	// a fenced resource, may still be held by the backend, and the next
+	// campaign (a new owner) would wait for it to expire.
+	relErr := releaseAfterDo(ctx, l.lease, l.election.ttl)
+	if lostBefore || errors.Is(relErr, ErrNotHeld) {
 		return true, fnErr
 	}
-	relErr := releaseAfterDo(ctx, l.lease, l.election.ttl)
 	if ctx.Err() != nil && fnErr == nil {
 		fnErr = ctx.Err()
 	}
-	// A release that finds the lease lost (between fn's return and the
-	// release) is reported with fn's result: fn's work ran while leading.
 	return false, errors.Join(fnErr, relErr)
 }
