@@ -33,7 +33,9 @@ func TestElectionRefusesABadTTL(t *testing.T) {
 func TestResignOfALostLeadershipSaysSo(t *testing.T) {
 	mem := memory.NewBackend()
 	f := &faultyBackend{Backend: mem, extendErr: func() error { return errPermanent }}
-	l, err := lock.New(f, nil).Election("leader", 300*time.Millisecond).Campaign(context.Background())
+	// Lost at the first renewal, a third of the TTL in; the backend holds
+	// the lease for two thirds more: room for the checks below.
+	l, err := lock.New(f, nil).Election("leader", 3*time.Second).Campaign(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,9 +52,6 @@ func TestAcquireGivesUpWhenTheBackendIsUnreachable(t *testing.T) {
 			if elapsed < bound-10*time.Millisecond {
 				t.Fatalf("gave up after %v; want about the bound, %v", elapsed, bound)
 			}
-			if n := f.attempts.Load(); n < 2 {
-				t.Fatalf("%d attempt(s); want the transient failure retried within the bound", n)
-			}
 		})
 	}
 }
