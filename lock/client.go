@@ -56,10 +56,10 @@ func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration,
 //   - when ctx ends (the error also matches ctx.Err());
 //   - after Options.MaxAttempts attempts (or WithMaxAttempts's);
 //   - when the backend has been unreachable for Options.MaxUnreachable (a
-//     minute by default, or WithMaxUnreachable's): no attempt got an
-//     answer about the lock, neither the lock nor ErrHeld, since the call
-//     began or since the last one that did. The error then matches
-//     ErrUnreachable too. A connection refused, reset or timed out, and a
+//     minute by default, or WithMaxUnreachable's): attempts in a row got
+//     no answer about the lock (neither the lock nor ErrHeld), and the
+//     first of them began that long ago, so that the next would begin
+//     after it. The error then matches ErrUnreachable too. A connection refused, reset or timed out, and a
 //     transient reply such as Redis LOADING, are not answers about the
 //     lock; waiting for a holder (ErrHeld) is never cut short by this
 //     bound, under context.Background it lasts until the holder lets go.
@@ -105,13 +105,21 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 	}
 	began := time.Now()
 	bound := c.opts.unreachableBound()
-	reached := began // the backend last answered about the lock (or the call began)
+	// unanswered is when the first attempt began of those that got no
+	// answer about the lock in a row; answered says the last attempt got
+	// one. The pause after an answer is Acquire's own choice, and does not
+	// count against the backend.
+	var unanswered time.Time
+	answered := true
 	for attempt := 1; ; attempt++ {
+		if answered {
+			unanswered, answered = time.Now(), false
+		}
 		actx, cancel := ctx, context.CancelFunc(func() {})
 		if bound > 0 {
 			// An attempt that hangs (a dropped SYN, a server that never
 			// answers) must not outlast the bound either.
-			actx, cancel = context.WithDeadline(ctx, reached.Add(bound))
+			actx, cancel = context.WithDeadline(ctx, unanswered.Add(bound))
 		}
 		lease, err := c.attempt(actx, name, owner, ttl, keepAlive, began, attempt)
 		cutByBound := actx.Err() != nil && ctx.Err() == nil
@@ -123,7 +131,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 			return nil, err
 		}
 		if errors.Is(err, ErrHeld) {
-			reached = time.Now()
+			answered = true
 		} else {
 			ambiguous = true
 		}
@@ -133,17 +141,19 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 			}
 			return nil, permanent(name, attempt, err)
 		}
-		// An attempt cut short by the context ending (the caller's, or the
-		// bound's) says nothing about the lock; keep the previous attempt's
-		// answer (ctx.Err() is joined in).
-		if last == nil || (ctx.Err() == nil && !cutByBound) {
+		// An attempt cut short by the context ending says nothing about the
+		// lock; keep the previous attempt's answer (ctx.Err() is joined in).
+		// One cut by the bound keeps the previous failure to reach the
+		// backend (a refused connection says more than a timeout), but not
+		// an ErrHeld, which would misname why Acquire gave up.
+		if last == nil || (ctx.Err() == nil && (!cutByBound || errors.Is(last, ErrHeld))) {
 			last = err
 		}
 		if ctx.Err() != nil || (maxAttempts > 0 && attempt >= maxAttempts) {
 			return giveUp(attempt)
 		}
 		wait := c.backoff(attempt, last)
-		if bound > 0 && !errors.Is(err, ErrHeld) && time.Since(reached)+wait >= bound {
+		if bound > 0 && !errors.Is(err, ErrHeld) && time.Since(unanswered)+wait >= bound {
 			// The next attempt would start after the bound: the backend
 			// has not answered for that long.
 			if ambiguous {

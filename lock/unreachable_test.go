@@ -96,6 +96,30 @@ func TestMaxUnreachableDoesNotBoundWaitingForAHolder(t *testing.T) {
 	}
 }
 
+// TestMaxUnreachableIgnoresTheBackoffAfterAnAnswer: the pause Acquire takes
+// after an ErrHeld is its own choice, not the backend's silence; a bound
+// shorter than that pause (or a stall of the process) must not turn waiting
+// for a holder into ErrUnreachable.
+func TestMaxUnreachableIgnoresTheBackoffAfterAnAnswer(t *testing.T) {
+	mem := memory.NewBackend()
+	const holderTTL = 600 * time.Millisecond
+	if _, err := mem.Acquire(context.Background(), "job", "holder", holderTTL); err != nil {
+		t.Fatal(err)
+	}
+	// Pauses of up to 200ms between attempts, against a bound of 20ms.
+	c := lock.New(mem, &lock.Options{MinBackoff: 200 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, MaxUnreachable: 20 * time.Millisecond})
+	err := await(t, run(func() error {
+		l, err := c.Acquire(context.Background(), "job", time.Minute)
+		if err == nil {
+			_ = l.Release(context.Background())
+		}
+		return err
+	}), "Acquire while a holder's lease runs out")
+	if err != nil {
+		t.Fatalf("Acquire = %v; want the lock once the holder's lease expired", err)
+	}
+}
+
 // TestMaxUnreachableCountsFromTheLastAnswer: an ErrHeld reply is an answer
 // about the lock, so the bound counts from the last one, not from the call.
 // The lock is held for longer than the bound, then the server goes away.
