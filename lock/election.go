@@ -175,10 +175,10 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if err != nil {
 		return Leader{}, err
 	}
-	now := time.Now()
 	if !info.Held {
 		return Leader{}, fmt.Errorf("%w: %q", ErrNoLeader, e.name)
 	}
+	now := time.Now()
 	return Leader{
 		Name:     e.name,
 		Term:     info.Token,
@@ -214,7 +214,8 @@ func (e *Election) validate() error {
 // with Err set to the poll's error and ReadAt left at that read; when polls
 // succeed again it sends the current view with Err nil, changed term or
 // not. So while the latest value received has Err nil, the backend is
-// answering and the view is at most one interval old.
+// answering, and the view is as fresh as the last poll, about one interval
+// old at most.
 //
 // A bad name or TTL (see Leader) is sent once, in Err (matching
 // ErrInvalid), and the channel closed; nothing is polled. Otherwise the

@@ -24,8 +24,9 @@ type Options struct {
 	// PostgreSQL serialization failure), is no such answer. When the bound
 	// passes they give up with an error matching ErrNotAcquired,
 	// ErrUnreachable and the last attempt's error, even under
-	// context.Background. Waiting for a holder is not bounded by it: an
-	// ErrHeld reply starts the count again. 0 means
+	// context.Background. Waiting for a holder is not bounded by it: the
+	// count starts again at the first attempt after an ErrHeld reply (the
+	// pause before it is the Client's own). 0 means
 	// DefaultMaxUnreachable; a negative value means no bound other than the
 	// context and MaxAttempts (the behaviour before this option).
 	// WithMaxUnreachable overrides it for one call.
