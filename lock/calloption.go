@@ -2,6 +2,7 @@ package lock
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/fencekit/fencekit/fence"
 )
@@ -33,6 +34,24 @@ func WithMaxAttempts(n int) CallOption {
 			return
 		}
 		o.opts.MaxAttempts = n
+	}
+}
+
+// WithMaxUnreachable bounds how long this call keeps trying while the
+// backend is unreachable, as Options.MaxUnreachable does for every call; 0
+// means no bound other than the context and the attempts, even if the
+// Client has one. A negative d is invalid. Waiting for a holder is never
+// bounded by it.
+func WithMaxUnreachable(d time.Duration) CallOption {
+	return func(o *callOptions) {
+		switch {
+		case d < 0:
+			o.fail(fence.Invalid("max unreachable %v is negative", d))
+		case d == 0:
+			o.opts.MaxUnreachable = -1 // Options' spelling of "no bound"
+		default:
+			o.opts.MaxUnreachable = d
+		}
 	}
 }
 

@@ -218,6 +218,7 @@ func TestInvalidCallOptionsAreRefusedBeforeAnythingIsSent(t *testing.T) {
 		opt  lock.CallOption
 	}{
 		{"negative attempts", lock.WithMaxAttempts(-1)},
+		{"negative max unreachable", lock.WithMaxUnreachable(-time.Second)},
 		{"zero interval", lock.WithKeepAliveInterval(0)},
 		{"interval of one", lock.WithKeepAliveInterval(1)},
 		{"negative interval", lock.WithKeepAliveInterval(-0.5)},

@@ -54,7 +54,16 @@ func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration,
 //   - at once on an error for which Retryable is false (a missing table, a
 //     failed authentication), even with context.Background;
 //   - when ctx ends (the error also matches ctx.Err());
-//   - after Options.MaxAttempts attempts (or WithMaxAttempts's).
+//   - after Options.MaxAttempts attempts (or WithMaxAttempts's);
+//   - when the backend has been unreachable for Options.MaxUnreachable (a
+//     minute by default, or WithMaxUnreachable's): attempts in a row got
+//     no answer about the lock (neither the lock nor ErrHeld), and the
+//     first of them began that long ago, so that the next would begin
+//     after it. The error then matches ErrUnreachable too. A connection refused, reset or timed out, and a
+//     transient reply such as Redis LOADING, are not answers about the
+//     lock; waiting for a holder (ErrHeld) is never cut short by this
+//     bound, under context.Background it lasts until the holder lets go.
+//     An attempt still in flight when the bound passes is cancelled.
 //
 // Every attempt uses the same owner, so an attempt whose reply was lost is
 // recovered by the next one, which gets the same token; if Acquire gives up
@@ -95,15 +104,35 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 		return nil, notAcquired(ctx, name, attempts, last)
 	}
 	began := time.Now()
+	bound := c.opts.unreachableBound()
+	// unanswered is when the first attempt began of those that got no
+	// answer about the lock in a row; answered says the last attempt got
+	// one. The pause after an answer is Acquire's own choice, and does not
+	// count against the backend.
+	var unanswered time.Time
+	answered := true
 	for attempt := 1; ; attempt++ {
-		lease, err := c.attempt(ctx, name, owner, ttl, keepAlive, began, attempt)
+		if answered {
+			unanswered, answered = time.Now(), false
+		}
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if bound > 0 {
+			// An attempt that hangs (a dropped SYN, a server that never
+			// answers) must not outlast the bound either.
+			actx, cancel = context.WithDeadline(ctx, unanswered.Add(bound))
+		}
+		lease, err := c.attempt(actx, name, owner, ttl, keepAlive, began, attempt)
+		cutByBound := actx.Err() != nil && ctx.Err() == nil
+		cancel()
 		if err == nil {
 			return lease, nil
 		}
 		if errors.Is(err, ErrInvalid) {
 			return nil, err
 		}
-		if !errors.Is(err, ErrHeld) {
+		if errors.Is(err, ErrHeld) {
+			answered = true
+		} else {
 			ambiguous = true
 		}
 		if !Retryable(err) && ctx.Err() == nil {
@@ -114,14 +143,26 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 		}
 		// An attempt cut short by the context ending says nothing about the
 		// lock; keep the previous attempt's answer (ctx.Err() is joined in).
-		if last == nil || ctx.Err() == nil {
+		// One cut by the bound keeps the previous failure to reach the
+		// backend (a refused connection says more than a timeout), but not
+		// an ErrHeld, which would misname why Acquire gave up.
+		if last == nil || (ctx.Err() == nil && (!cutByBound || errors.Is(last, ErrHeld))) {
 			last = err
 		}
 		if ctx.Err() != nil || (maxAttempts > 0 && attempt >= maxAttempts) {
 			return giveUp(attempt)
 		}
+		wait := c.backoff(attempt, last)
+		if bound > 0 && !errors.Is(err, ErrHeld) && time.Since(unanswered)+wait >= bound {
+			// The next attempt would start after the bound: the backend
+			// has not answered for that long.
+			if ambiguous {
+				c.abandon(ctx, name, owner, ttl)
+			}
+			return nil, unreachable(name, attempt, bound, last)
+		}
 		c.observe(Event{Kind: EventRetrying, Name: name, Err: err, Attempt: attempt})
-		timer := time.NewTimer(c.backoff(attempt, last))
+		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
@@ -201,6 +242,13 @@ func (c *Client) backoff(attempt int, last error) time.Duration {
 		wait = held.TTL
 	}
 	return wait
+}
+
+// unreachable is the error Acquire returns when no attempt reached the
+// backend for bound.
+func unreachable(name string, attempts int, bound time.Duration, last error) error {
+	return fmt.Errorf("%w: %q after %d attempt(s): %w: no answer about the lock for %v (Options.MaxUnreachable): %w",
+		ErrNotAcquired, name, attempts, ErrUnreachable, bound, last)
 }
 
 func notAcquired(ctx context.Context, name string, attempts int, last error) error {

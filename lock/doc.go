@@ -3,12 +3,14 @@
 //
 // A Client drives any Backend (adapters/memory, adapters/redis,
 // adapters/postgres, or your own). Client.Acquire retries with exponential
-// backoff and full jitter until the context ends or an attempt limit is
-// reached; Client.TryAcquire makes one attempt; Client.Do acquires, keeps the
+// backoff and full jitter until the context ends, an attempt limit is
+// reached, or the backend has given no answer for Options.MaxUnreachable (a
+// minute by default; waiting for a holder is not limited by it);
+// Client.TryAcquire makes one attempt; Client.Do acquires, keeps the
 // lease alive, runs a function with a context that is cancelled if the lease
 // is lost, and releases afterwards; Client.TryDo does the same only if the
-// lock is free now. Per-call options (WithMaxAttempts, WithKeepAlive,
-// WithKeepAliveInterval) override the Client's Options for one call, so one
+// lock is free now. Per-call options (WithMaxAttempts, WithMaxUnreachable,
+// WithKeepAlive, WithKeepAliveInterval) override the Client's Options for one call, so one
 // Client serves blocking and try-once work alike. WithLease derives a
 // context that ends with the caller's context or the lease, whichever ends
 // first.

@@ -57,7 +57,10 @@ type Leadership struct {
 // Campaign blocks until this candidate leads, and returns its leadership,
 // whose lease is kept alive. It retries while another candidate leads (or
 // an attempt fails transiently), however many attempts it takes, until ctx
-// ends: then the error matches ErrNotAcquired and ctx.Err(). An error that
+// ends: then the error matches ErrNotAcquired and ctx.Err(). When the
+// backend is unreachable for Options.MaxUnreachable (see Client.Acquire),
+// it gives up with an error matching ErrNotAcquired and ErrUnreachable;
+// waiting for another leader is never cut short by that bound. An error that
 // a retry cannot cure (Retryable false) is returned at once, as by
 // Client.Acquire. The backoff between attempts is the Client's and never
 // longer than the leader's remaining TTL, when the backend reports it.
@@ -117,9 +120,23 @@ func (l *Leadership) Fenced(store fence.Store) *Writer { return l.lease.Fenced(s
 
 // Resign gives the leadership up, so that another candidate can take over
 // at once rather than after the TTL. Resigning a resigned leadership returns
-// nil; one already lost returns an error matching ErrNotHeld and ErrLost.
-// See Lease.Release for an outcome that is unknown.
-func (l *Leadership) Resign(ctx context.Context) error { return l.lease.Release(ctx) }
+// nil; one already lost returns an error matching ErrNotHeld and ErrLost,
+// also when it was lost only on this side (its local deadline passed, say)
+// and the backend still held it: Resign then still releases it there, so
+// that the next candidate need not wait for the TTL. See Lease.Release for
+// an outcome that is unknown.
+func (l *Leadership) Resign(ctx context.Context) error {
+	err := l.lease.Release(ctx)
+	if err != nil {
+		return err
+	}
+	// Releasing a lease that was lost here but still held by the backend
+	// succeeds, and leaves the lease lost: the leadership had ended anyway.
+	if lost := l.lease.Err(); errors.Is(lost, ErrLost) {
+		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
+	}
+	return nil
+}
 
 // Leader describes the current leader of an election, as its backend sees
 // it.
@@ -136,12 +153,22 @@ type Leader struct {
 	// start time, so an Election that has just been created reports the
 	// moment of its first look.
 	Since time.Time
+	// ReadAt is when this view was read from the backend, on this
+	// process's clock; zero if it never was (a value of Observe whose
+	// first poll failed).
+	ReadAt time.Time
+	// Err is nil in every Leader that Election.Leader returns. In a value
+	// that Observe sends, it is the error of the poll that failed: the
+	// other fields are then the last view read, as of ReadAt, and may be
+	// stale.
+	Err error
 }
 
 // Leader asks the backend for the current leader. With no leader it
-// returns ErrNoLeader.
+// returns ErrNoLeader. A bad name or TTL (one that Campaign would refuse)
+// gets ErrInvalid and nothing is sent.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
-	if err := e.client.usable(); err != nil {
+	if err := e.validate(); err != nil {
 		return Leader{}, err
 	}
 	info, err := e.client.backend.Inspect(ctx, e.name)
@@ -151,31 +178,75 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if !info.Held {
 		return Leader{}, fmt.Errorf("%w: %q", ErrNoLeader, e.name)
 	}
+	now := time.Now()
 	return Leader{
 		Name:     e.name,
 		Term:     info.Token,
 		Metadata: info.Metadata,
 		TTL:      info.TTL,
-		Since:    e.saw(info.Token, time.Now()),
+		Since:    e.saw(info.Token, now),
+		ReadAt:   now,
 	}, nil
+}
+
+// validate refuses what Campaign would refuse: a nil client, a bad name, or
+// a TTL too short for a kept-alive lease under the Client's Options.
+func (e *Election) validate() error {
+	if err := e.client.usable(); err != nil {
+		return err
+	}
+	if e.name == "" {
+		return fence.Invalid("empty election name")
+	}
+	if err := fence.ValidateKey(e.name); err != nil {
+		return fmt.Errorf("election name: %w", err)
+	}
+	return e.client.opts.checkTTL(e.ttl, true)
 }
 
 // Observe polls the backend every interval (ttl/4 when interval is 0 or
 // less) and sends the leader on the channel whenever the term changes, and
 // a Leader with Term 0 when the election has no leader. The first value is
-// sent after the first poll. A poll that fails is skipped. The channel is
-// closed when ctx ends; a receiver that falls behind sees only the latest
-// change (a change it missed is dropped, never queued), so it never slows
-// the poll down.
+// sent after the first poll. Every value's ReadAt says when it was read.
+//
+// A failed poll is reported, not skipped: when a poll fails after one that
+// succeeded (or the first poll fails), Observe sends the last view it read
+// with Err set to the poll's error and ReadAt left at that read; when polls
+// succeed again it sends the current view with Err nil, changed term or
+// not. So while the latest value received has Err nil, the backend is
+// answering, and the view is as fresh as the last poll, about one interval
+// old at most.
+//
+// A bad name or TTL (see Leader) is sent once, in Err (matching
+// ErrInvalid), and the channel closed; nothing is polled. Otherwise the
+// channel is closed when ctx ends. A receiver that falls behind sees only
+// the latest value (one it missed is dropped, never queued), so it never
+// slows the poll down.
 func (e *Election) Observe(ctx context.Context, interval time.Duration) <-chan Leader {
+	out := make(chan Leader, 1)
+	if err := e.validate(); err != nil {
+		out <- Leader{Name: e.name, Err: err}
+		close(out)
+		return out
+	}
 	if interval <= 0 {
 		interval = max(e.ttl/4, time.Millisecond)
 	}
-	out := make(chan Leader, 1)
+	send := func(v Leader) {
+		select { // drop an unread older value: only the latest counts
+		case <-out:
+		default:
+		}
+		out <- v
+	}
 	go func() {
 		defer close(out)
-		var last Leader
-		first := true
+		var (
+			sent    Leader // the last value sent
+			read    = Leader{Name: e.name}
+			first   = true
+			failing bool
+		)
 		ticker := time.NewTicker(interval)
 		defer ticker.Stop()
 		for {
@@ -183,18 +254,26 @@ func (e *Election) Observe(ctx context.Context, interval time.Duration) <-chan L
 			switch {
 			case err == nil, errors.Is(err, ErrNoLeader):
 				if err != nil {
-					cur = Leader{Name: e.name}
+					cur = Leader{Name: e.name, ReadAt: time.Now()}
 				}
-				if first || cur.Term != last.Term {
-					first = false
-					last = cur
-					select { // drop an unread older value: only the latest counts
-					case <-out:
-					default:
-					}
-					out <- cur
+				read = cur
+				if first || failing || cur.Term != sent.Term {
+					sent = cur
+					send(cur)
 				}
+				failing = false
+			case ctx.Err() != nil:
+				return // the poll was cut short by ctx: no news
+			default:
+				if first || !failing {
+					stale := read
+					stale.Err = err
+					sent = stale
+					send(stale)
+				}
+				failing = true
 			}
+			first = false
 			select {
 			case <-ctx.Done():
 				return
@@ -211,12 +290,26 @@ func (e *Election) Observe(ctx context.Context, interval time.Duration) <-chan L
 // or ctx ends; fn must then return soon, since a lost leader's writes are
 // refused by fenced resources but nothing else stops them.
 //
-// When fn returns while the leadership lasts, Lead resigns and returns fn's
-// error (nil included). When fn returns after the leadership was lost, its
-// error is dropped and Lead campaigns again. When ctx ends, Lead resigns if
-// it leads and returns an error matching ctx.Err(). A permanent error from
-// the backend (see Campaign) is returned at once. If fn panics, Lead
-// resigns and lets the panic go on.
+// When fn returns, the leadership counts as lost if any of these holds:
+//
+//   - its lease was lost (fn's context ended with ErrLost);
+//   - fn's error matches fence.ErrStale: a fenced resource has seen a newer
+//     term, so another leader was elected, although this process may not
+//     have noticed yet (evicted on the backend by an operator's force
+//     release, or by a pause past the TTL);
+//   - the release after fn finds the lease no longer held (ErrNotHeld):
+//     evicted on the backend, so fn cannot be said to have returned while
+//     leading.
+//
+// Then fn's result (nil included) is dropped, the lease is released in
+// case the backend still holds it, and Lead campaigns again: fn runs again
+// under a new term, greater than the lost one, never twice under one term.
+// Otherwise fn returned while leading: Lead resigns and returns fn's error
+// (nil included), joined with the release's error if the release failed
+// otherwise. When ctx ends, Lead resigns if it leads and returns an error
+// matching ctx.Err(). A permanent error from the backend, or a backend
+// unreachable for Options.MaxUnreachable (see Campaign), is returned at
+// once. If fn panics, Lead resigns and lets the panic go on.
 func (c *Client) Lead(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context, l *Leadership) error) error {
 	if fn == nil {
 		return fence.Invalid("nil function")
@@ -237,8 +330,8 @@ func (c *Client) Lead(ctx context.Context, name string, ttl time.Duration, fn fu
 	}
 }
 
-// run runs fn under l, resigns when fn returns unless the leadership was
-// lost meanwhile, and reports whether it was.
+// run runs fn under l, releases the lease when fn returns, and reports
+// whether the leadership was lost (see Lead for the rule).
 func (l *Leadership) run(ctx context.Context, fn func(context.Context, *Leadership) error) (lost bool, err error) {
 	fnCtx, cancel := withLease(ctx, l.lease)
 	returned := false
@@ -251,14 +344,16 @@ func (l *Leadership) run(ctx context.Context, fn func(context.Context, *Leadersh
 	fnErr := fn(fnCtx, l)
 	returned = true
 	cancel(nil)
-	if errors.Is(l.Err(), ErrLost) {
+	lostBefore := errors.Is(l.Err(), ErrLost) || errors.Is(fnErr, fence.ErrStale)
+	// Released even when lost: a lease lost on this side, or overtaken on
+	// a fenced resource, may still be held by the backend, and the next
+	// campaign (a new owner) would wait for it to expire.
+	relErr := releaseAfterDo(ctx, l.lease, l.election.ttl)
+	if lostBefore || errors.Is(relErr, ErrNotHeld) {
 		return true, fnErr
 	}
-	relErr := releaseAfterDo(ctx, l.lease, l.election.ttl)
 	if ctx.Err() != nil && fnErr == nil {
 		fnErr = ctx.Err()
 	}
-	// A release that finds the lease lost (between fn's return and the
-	// release) is reported with fn's result: fn's work ran while leading.
 	return false, errors.Join(fnErr, relErr)
 }

@@ -22,6 +22,12 @@ var (
 	// with ctx.Err().
 	ErrNotAcquired = errors.New("lock: not acquired")
 
+	// ErrUnreachable means Client.Acquire (or Do, or Campaign) gave up
+	// because no attempt got an answer about the lock from the backend for
+	// Options.MaxUnreachable. It comes joined with ErrNotAcquired and the
+	// last attempt's error (a refused connection, say).
+	ErrUnreachable = errors.New("lock: backend unreachable")
+
 	// ErrLost ends a lease's context when the lease is lost: its local
 	// deadline passed without a successful renewal, the backend said it is
 	// no longer held, or a renewal failed with an error that Retryable

@@ -17,10 +17,29 @@ type Options struct {
 	// MaxAttempts bounds Acquire's attempts; 0 means no bound other than the
 	// context. WithMaxAttempts overrides it for one call.
 	MaxAttempts int
+	// MaxUnreachable bounds how long Acquire, TryAcquire, Do and TryDo keep
+	// trying while the backend is unreachable: while no attempt gets an
+	// answer about the lock (the lock, or ErrHeld). A refused, reset or
+	// timed-out connection, or a transient server reply (Redis LOADING, a
+	// PostgreSQL serialization failure), is no such answer. When the bound
+	// passes they give up with an error matching ErrNotAcquired,
+	// ErrUnreachable and the last attempt's error, even under
+	// context.Background. Waiting for a holder is not bounded by it: the
+	// count starts again at the first attempt after an ErrHeld reply (the
+	// pause before it is the Client's own). 0 means
+	// DefaultMaxUnreachable; a negative value means no bound other than the
+	// context and MaxAttempts (the behaviour before this option).
+	// WithMaxUnreachable overrides it for one call.
+	MaxUnreachable time.Duration
 
 	// DriftFactor is the share of the TTL subtracted from a lease's local
 	// deadline for clock drift between this process and the backend.
-	// Default 0.01.
+	// 0 means the default, 0.01; every value in (0, 1) is used as given.
+	// Any other value (negative, 1 or more, NaN) makes every call that
+	// takes or renews a lease fail with ErrInvalid, sending nothing, and so
+	// does a factor so close to 1 that a TTL's local deadline would not
+	// come after its start, or its keep-alive renewal would come after
+	// that deadline.
 	DriftFactor float64
 	// DriftMin is added to the drift margin. Default 2ms.
 	DriftMin time.Duration
@@ -64,6 +83,12 @@ type Options struct {
 	Observer func(Event)
 }
 
+// DefaultMaxUnreachable is Options.MaxUnreachable's default: long enough
+// to ride out a server restart or a failover (Redis Sentinel's default
+// down-after-milliseconds alone is 30 s), short enough that a wrong address
+// or a server that is down is reported within a minute instead of never.
+const DefaultMaxUnreachable = time.Minute
+
 func (o *Options) withDefaults() Options {
 	var v Options
 	if o != nil {
@@ -78,8 +103,11 @@ func (o *Options) withDefaults() Options {
 	if v.MaxBackoff < v.MinBackoff {
 		v.MaxBackoff = v.MinBackoff
 	}
-	if v.DriftFactor <= 0 || v.DriftFactor >= 0.5 {
+	if v.DriftFactor == 0 {
 		v.DriftFactor = 0.01
+	}
+	if v.MaxUnreachable == 0 {
+		v.MaxUnreachable = DefaultMaxUnreachable
 	}
 	if v.DriftMin <= 0 {
 		v.DriftMin = 2 * time.Millisecond
@@ -98,6 +126,9 @@ func (o *Options) checkTTL(ttl time.Duration, keepAlive bool) error {
 	if ttl < MinTTL {
 		return fence.Invalid("ttl %v is below the minimum %v", ttl, MinTTL)
 	}
+	if !(o.DriftFactor > 0 && o.DriftFactor < 1) { // NaN too
+		return fence.Invalid("drift factor %v is outside (0, 1)", o.DriftFactor)
+	}
 	life := ttl - o.drift(ttl)
 	if life <= 0 {
 		return fence.Invalid("ttl %v is not longer than its drift margin %v: the lease would end locally before it began", ttl, o.drift(ttl))
@@ -112,6 +143,12 @@ func (o *Options) checkTTL(ttl time.Duration, keepAlive bool) error {
 		return fence.Invalid("ttl %v: a renewal every %v would come after the local deadline, %v after the start", ttl, renew, life)
 	}
 	return nil
+}
+
+// unreachableBound is how long an acquiring call keeps trying without an
+// answer about the lock; 0 means no bound.
+func (o *Options) unreachableBound() time.Duration {
+	return max(o.MaxUnreachable, 0)
 }
 
 // renewEvery is the pause between renewals of a lease with this ttl.

@@ -2,10 +2,13 @@ package lock
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"reflect"
 	"syscall"
 )
 
@@ -39,6 +42,13 @@ func Transient(err error) error {
 //
 //   - ErrHeld: yes, the holder will release or expire.
 //   - ErrInvalid: no, the same input is refused again.
+//   - A host name that does not resolve (a *net.DNSError with IsNotFound)
+//     or a rejected TLS handshake (a certificate that does not verify, a
+//     TLS alert from the peer, a peer that does not speak TLS): no, even
+//     when wrapped with Transient. A typo in the address or a failed
+//     authentication does not heal by itself, and under context.Background
+//     it would be retried forever. A DNS failure that may be temporary (a
+//     timeout, a server failure) is a net.Error like any other: yes.
 //   - ErrTransient (see Transient), a net.Error, a refused, reset or broken
 //     connection, an unexpected EOF, or a deadline that ended one attempt:
 //     yes. Other system errors (syscall.Errno) only when the errno says it
@@ -52,6 +62,8 @@ func Retryable(err error) bool {
 	case err == nil:
 		return false
 	case errors.Is(err, ErrInvalid):
+		return false
+	case hostNotFound(err), tlsRejected(err):
 		return false
 	case errors.Is(err, ErrHeld), errors.Is(err, ErrTransient):
 		return true
@@ -76,6 +88,39 @@ func Retryable(err error) bool {
 	}
 	var ne net.Error
 	return errors.As(err, &ne)
+}
+
+// hostNotFound reports whether err says that a host name does not exist.
+func hostNotFound(err error) bool {
+	var dns *net.DNSError
+	return errors.As(err, &dns) && dns.IsNotFound
+}
+
+// tlsRejected reports whether err is a TLS handshake that failed for good:
+// this side refused the peer's certificate, the peer refused this side (a
+// TLS alert), or the peer does not speak TLS at all.
+func tlsRejected(err error) bool {
+	var (
+		verify   *tls.CertificateVerificationError
+		alert    tls.AlertError
+		header   tls.RecordHeaderError
+		unknown  x509.UnknownAuthorityError
+		invalid  x509.CertificateInvalidError
+		hostname x509.HostnameError
+		op       *net.OpError
+	)
+	switch {
+	case errors.As(err, &verify), errors.As(err, &alert), errors.As(err, &header),
+		errors.As(err, &unknown), errors.As(err, &invalid), errors.As(err, &hostname):
+		return true
+	case errors.As(err, &op) && op.Op == "remote error" && op.Err != nil:
+		// crypto/tls reports an alert received from the peer (bad
+		// certificate, unknown CA, protocol version) as a *net.OpError
+		// with Op "remote error" around a value of its unexported alert
+		// type, which matches no exported one.
+		return reflect.TypeOf(op.Err).PkgPath() == "crypto/tls"
+	}
+	return false
 }
 
 // permanent is the error Acquire returns when an attempt failed in a way
