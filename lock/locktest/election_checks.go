@@ -276,15 +276,28 @@ func checkObserveLeader(ctx context.Context, b lock.Backend, _ fence.Store, ns s
 	octx, stop := context.WithCancel(ctx)
 	defer stop()
 	seen := watcher.Observe(octx, 5*time.Millisecond)
+	// next returns the next view that tells something new. A view with
+	// Err set (a poll that failed on a real server) and the repeat of the
+	// last term that Observe sends when polls recover are skipped: neither
+	// is a change of leader.
+	var last lock.Leader
+	seenAny := false
 	next := func(want string) (lock.Leader, error) {
-		select {
-		case l, ok := <-seen:
-			if !ok {
-				return l, fmt.Errorf("Observe closed; want %s", want)
+		timeout := time.After(waitFor)
+		for {
+			select {
+			case l, ok := <-seen:
+				if !ok {
+					return l, fmt.Errorf("Observe closed; want %s", want)
+				}
+				if l.Err != nil || (seenAny && l.Term == last.Term) {
+					continue
+				}
+				last, seenAny = l, true
+				return l, nil
+			case <-timeout:
+				return lock.Leader{}, fmt.Errorf("Observe sent nothing new within %v; want %s", waitFor, want)
 			}
-			return l, nil
-		case <-time.After(waitFor):
-			return lock.Leader{}, fmt.Errorf("Observe sent nothing; want %s", want)
 		}
 	}
 	if l, err := next("no leader"); err != nil || l.Term != 0 {
