@@ -18,22 +18,32 @@ const RedisURLEnv = "FENCEKIT_REDIS_URL"
 const redisHow = "set FENCEKIT_REDIS_URL or install redis-server"
 
 // RedisURL returns the URL of a Redis server for t: the one named by
-// FENCEKIT_REDIS_URL; else a throwaway local redis-server of t's own,
-// stopped when t ends. When neither is available, t is skipped, or failed
-// under FENCEKIT_REQUIRE_BACKENDS=1.
+// FENCEKIT_REDIS_URL; else a throwaway local redis-server started on first
+// use and shared by every test of the test binary, just as the server of
+// the environment is. Every call in one binary (Redis, RedisURL, from a test
+// or its subtests) thus names the same server. When neither is available,
+// t is skipped, or failed under FENCEKIT_REQUIRE_BACKENDS=1.
 //
 // The server may be shared with other tests and other processes: keep to
-// keys under a prefix of your own (Namespace) and never flush it.
+// keys under a prefix of your own (Namespace) and never flush it. A test
+// that restarts, pauses or reconfigures a server starts its own
+// (NewRedisServer).
 func RedisURL(t testing.TB) string {
 	t.Helper()
 	if u := envURL(RedisURLEnv); u != "" {
 		return u
 	}
-	if redisServerBinary() != "" {
-		return NewRedisServer(t).URL()
+	if redisServerBinary() == "" {
+		Unavailable(t, "Redis", redisHow)
+		return ""
 	}
-	Unavailable(t, "Redis", redisHow)
-	return ""
+	sharedRedis.once.Do(func() {
+		sharedRedis.server, sharedRedis.watchdog, sharedRedis.err = startSharedRedis()
+	})
+	if sharedRedis.err != nil {
+		t.Fatalf("testkit: start the shared redis-server: %v", sharedRedis.err)
+	}
+	return sharedRedis.server.URL()
 }
 
 // Redis returns a client for RedisURL(t), checked with a PING and closed
