@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -69,8 +70,8 @@ func wantHookPanic(t *testing.T, v any) {
 // runs each go-redis call on a goroutine of its own; a panic in a go-redis
 // hook there reaches the caller's recover instead of ending the program,
 // for every such call: the scripts (Acquire), a read (Store.Get), a scan
-// (List), the replication wait (WaitReplicas), and lock's own bounded
-// renewal and release on top of them.
+// (List), the replication wait (WaitReplicas), a typed-nil client, and
+// lock's own bounded renewal and release on top of them.
 func TestHookPanicReachesCaller(t *testing.T) {
 	url := testkit.RedisURL(t)
 	newClient := func(t *testing.T) (*goredis.Client, *panickingHook) {
@@ -110,6 +111,16 @@ func TestHookPanicReachesCaller(t *testing.T) {
 		c, _ := newClient(t)
 		b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, testkit.Redis(t)), WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond})
 		wantHookPanic(t, recoverFrom(func() { _, _ = b.Acquire(deadline(t), "a", newOwner(t), time.Minute) }))
+	})
+	t.Run("typed-nil client", func(t *testing.T) {
+		var c *goredis.Client // not nil as a Client interface: the adapter cannot refuse it before calling it
+		b := fenceredis.NewBackend(c, nil)
+		v := recoverFrom(func() { _, _ = b.Acquire(deadline(t), "a", newOwner(t), time.Minute) })
+		pe, ok := v.(*lock.PanicError)
+		var re runtime.Error
+		if !ok || !errors.As(pe, &re) {
+			t.Fatalf("recovered %T %v, want a *lock.PanicError carrying the nil dereference", v, v)
+		}
 	})
 	t.Run("lease extend and release", func(t *testing.T) {
 		c, h := newClient(t)
