@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -30,20 +31,32 @@ const redisHow = "set FENCEKIT_REDIS_URL or install redis-server"
 // (NewRedisServer).
 func RedisURL(t testing.TB) string {
 	t.Helper()
+	u, err := SharedRedisURL()
+	if err != nil {
+		t.Logf("testkit: no Redis: %v", err)
+		Unavailable(t, "Redis", redisHow)
+	}
+	return u
+}
+
+// SharedRedisURL is RedisURL for code that runs outside any test, such as a
+// TestMain preparing examples: the server of FENCEKIT_REDIS_URL, else the
+// test binary's shared throwaway redis-server, started now; an error when
+// there is neither.
+func SharedRedisURL() (string, error) {
 	if u := envURL(RedisURLEnv); u != "" {
-		return u
+		return u, nil
 	}
 	if redisServerBinary() == "" {
-		Unavailable(t, "Redis", redisHow)
-		return ""
+		return "", errors.New("no redis-server binary")
 	}
 	sharedRedis.once.Do(func() {
 		sharedRedis.server, sharedRedis.watchdog, sharedRedis.err = startSharedRedis()
 	})
 	if sharedRedis.err != nil {
-		t.Fatalf("testkit: start the shared redis-server: %v", sharedRedis.err)
+		return "", sharedRedis.err
 	}
-	return sharedRedis.server.URL()
+	return sharedRedis.server.URL(), nil
 }
 
 // Redis returns a client for RedisURL(t), checked with a PING and closed

@@ -39,6 +39,9 @@ func TestRedisOneServerPerBinaryWithoutEnv(t *testing.T) {
 	if got, err := RedisAt(t, url).Get(ctx, key).Result(); err != nil || got != "v" {
 		t.Fatalf("GET %s through RedisURL's %s = %q, %v; want the value set through Redis's client", key, url, got, err)
 	}
+	if shared, err := SharedRedisURL(); err != nil || shared != url {
+		t.Fatalf("SharedRedisURL() = %s, %v; want RedisURL's %s", shared, err, url)
+	}
 	t.Run("subtest", func(t *testing.T) {
 		if sub := RedisURL(t); sub != url {
 			t.Fatalf("a subtest's RedisURL = %s, its parent's %s", sub, url)
