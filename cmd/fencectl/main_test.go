@@ -25,12 +25,20 @@ func TestMain(m *testing.M) {
 }
 
 // fencectlMain runs fencectl's main in a child process with args and
-// returns its exit code and stderr. FENCEKIT_REDIS_LOG=1 keeps go-redis's
-// logger as testkit found it, so only main itself can silence it.
+// returns its exit code and stderr, with no server URL in its environment.
+// FENCEKIT_REDIS_LOG=1 keeps go-redis's logger as testkit found it, so only
+// main itself can silence it.
 func fencectlMain(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), mainArgsEnv+"="+strings.Join(args, " "), testkit.RedisLogEnv+"=1")
+	for _, kv := range os.Environ() {
+		// fencectl reads the server URLs from the environment too: the
+		// child gets only what args say.
+		if !strings.HasPrefix(kv, "FENCEKIT_REDIS_URL=") && !strings.HasPrefix(kv, "FENCEKIT_POSTGRES_URL=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, mainArgsEnv+"="+strings.Join(args, " "), testkit.RedisLogEnv+"=1")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	err := cmd.Run()
