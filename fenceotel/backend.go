@@ -19,6 +19,11 @@ import (
 // fencekit.lock.backend.duration per call; and, for Acquire, the attempt
 // and contention counters. Inspect is measured but not traced. A held
 // lock is an outcome, not an error: its span's status stays unset.
+//
+// A nil b is refused as lock.New refuses one: every call returns an error
+// matching lock.ErrInvalid, with no span and no measurement. A call of b
+// that panics still ends its span (status Error, "panic") before the panic
+// goes on to the caller.
 func (t *Telemetry) Backend(b lock.Backend) lock.Backend {
 	return &tracedBackend{t: t, b: b}
 }
@@ -43,9 +48,15 @@ func lockOutcome(err error) string {
 	return "error"
 }
 
+// errNilBackend is the refusal of every call of Backend(nil).
+var errNilBackend = fence.Invalid("fenceotel: nil backend")
+
 // call runs one backend call under a span (unless op is "Inspect") and
 // records its duration.
 func (tb *tracedBackend) call(ctx context.Context, op, name string, ttl time.Duration, fn func(ctx context.Context) error) error {
+	if tb.b == nil {
+		return errNilBackend
+	}
 	var span trace.Span
 	if op != "Inspect" {
 		attrs := []attribute.KeyValue{attrLock.String(name)}
@@ -53,6 +64,7 @@ func (tb *tracedBackend) call(ctx context.Context, op, name string, ttl time.Dur
 			attrs = append(attrs, attrTTL.Int64(ttl.Milliseconds()))
 		}
 		ctx, span = tb.t.tracer.Start(ctx, "fencekit.lock."+op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+		defer endOnPanic(span)
 	}
 	start := time.Now()
 	err := fn(ctx)

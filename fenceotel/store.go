@@ -18,6 +18,11 @@ import (
 // fencekit.store.duration per call, Get included, by operation and outcome
 // (ok, stale, not-found, error). A stale refusal sets the span's status to
 // Error: a holder whose lease was overtaken tried to write.
+//
+// A nil s is refused as Lease.Fenced refuses one: every call returns an
+// error matching fence.ErrInvalid, with no span and no measurement. A call
+// of s that panics still ends its span (status Error, "panic") before the
+// panic goes on to the caller.
 func (t *Telemetry) Store(s fence.Store) fence.Store {
 	return &tracedStore{t: t, s: s}
 }
@@ -47,10 +52,17 @@ func storeOutcome(err error) string {
 	return "error"
 }
 
+// errNilStore is the refusal of every call of Store(nil).
+var errNilStore = fence.Invalid("fenceotel: nil store")
+
 // write runs one fenced write under a span and records its duration.
 func (ts *tracedStore) write(ctx context.Context, op, key string, token fence.Token, fn func(ctx context.Context) error) error {
+	if ts.s == nil {
+		return errNilStore
+	}
 	ctx, span := ts.t.tracer.Start(ctx, "fencekit.store."+op, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attrKey.String(key), attrToken.Int64(int64(token))))
+	defer endOnPanic(span)
 	start := time.Now()
 	err := fn(ctx)
 	outcome := storeOutcome(err)
@@ -82,6 +94,9 @@ func (ts *tracedStore) Advance(ctx context.Context, key string, token fence.Toke
 
 // Get is measured, not traced: reads are not fenced writes.
 func (ts *tracedStore) Get(ctx context.Context, key string) (fence.Record, error) {
+	if ts.s == nil {
+		return fence.Record{}, errNilStore
+	}
 	start := time.Now()
 	rec, err := ts.s.Get(ctx, key)
 	ts.t.storeDuration.Record(context.Background(), time.Since(start).Seconds(), storeAttrs("Get", storeOutcome(err)))

@@ -3,7 +3,18 @@ package lock
 import (
 	"context"
 	"fmt"
+
+	"github.com/fencekit/fencekit/internal/gocall"
 )
+
+// PanicError is what a call of this package re-panics with when a backend
+// call it ran on a goroutine of its own (a renewal or release under a
+// context that can end, see bounded) panicked there: the original value
+// (Value; Unwrap returns it when it is an error) and the stack of the
+// goroutine that panicked. The panic thus reaches the caller's recover
+// instead of ending the program. adapters/redis does the same for the
+// go-redis calls it bounds.
+type PanicError = gocall.PanicError
 
 // bounded runs call and returns its error, or returns as soon as ctx ends,
 // whichever comes first. Some backend clients (go-redis with its default
@@ -13,21 +24,13 @@ import (
 // land on the server, and its late reply is discarded, so it can neither
 // revive a lease nor be reported. The error then matches ctx.Err(), which
 // Retryable counts as transient.
+//
+// A panic in call comes back to the caller's goroutine as a *PanicError
+// (see gocall.Bounded); so does a runtime.Goexit.
 func bounded(ctx context.Context, call func(context.Context) error) error {
-	if ctx.Done() == nil {
-		return call(ctx) // nothing can end ctx: there is no bound to keep
-	}
-	reply := make(chan error, 1) // buffered: a late reply must not block its goroutine
-	go func() { reply <- call(ctx) }()
-	select {
-	case err := <-reply:
-		return err
-	case <-ctx.Done():
-		select {
-		case err := <-reply: // it answered just in time
-			return err
-		default:
-		}
+	var err error
+	if !gocall.Bounded(ctx, func() { err = call(ctx) }) {
 		return fmt.Errorf("lock: outcome unknown, the backend did not answer before the context ended: %w", context.Cause(ctx))
 	}
+	return err
 }

@@ -162,7 +162,8 @@ func ExampleUpdateFenced() {
 	// A's late send refused as stale: true
 }
 
-// exampleURL is the database the examples use: FENCEKIT_POSTGRES_URL, with a
+// exampleURL is the database the examples use: FENCEKIT_POSTGRES_URL (else
+// the test binary's throwaway server, testkit.SharedPostgresURL), with a
 // schema of this process's own as search_path, so that concurrent runs never
 // share a table. TestMain sets it; TestExamplesTwice points it elsewhere.
 var exampleURL string
@@ -175,9 +176,13 @@ const exampleServerNeeded = "^Example(Guard|UpdateFenced|Backend_Sweep)$"
 // FENCEKIT_REQUIRE_BACKENDS=1, under which they run and fail.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	drop, err := exampleSchema(os.Getenv(testkit.PostgresURLEnv))
+	url, err := testkit.SharedPostgresURL() // FENCEKIT_POSTGRES_URL, else a throwaway server
+	drop := func() {}
+	if err == nil {
+		drop, err = exampleSchema(url)
+	}
 	if err != nil && os.Getenv(testkit.RequireEnv) != "1" {
-		fmt.Fprintf(os.Stderr, "adapters/postgres: examples skipped (%v); set %s\n", err, testkit.PostgresURLEnv)
+		fmt.Fprintf(os.Stderr, "adapters/postgres: examples skipped (%v); set %s or install the PostgreSQL server\n", err, testkit.PostgresURLEnv)
 		skip := exampleServerNeeded
 		if prev := flag.Lookup("test.skip").Value.String(); prev != "" {
 			skip = prev + "|" + skip

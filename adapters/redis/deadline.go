@@ -3,6 +3,8 @@ package redis
 import (
 	"context"
 	"fmt"
+
+	"github.com/fencekit/fencekit/internal/gocall"
 )
 
 // unknownOutcome is the error of a call whose context ended while its
@@ -25,25 +27,15 @@ func (e *unknownOutcome) Unwrap() error { return e.ctxErr }
 // background until go-redis gives up; the caller must not look at send's
 // commands then. go-redis checks the context before every resend, so an
 // abandoned call is not sent again.
+//
+// send runs on a goroutine of its own when ctx can end. A panic there (a
+// go-redis hook of the caller's instrumentation, a typed-nil client) comes
+// back to the caller's goroutine as a *lock.PanicError with the value and
+// the helper goroutine's stack, so that the caller's recover sees it
+// (gocall.Bounded).
 func bounded(ctx context.Context, send func()) error {
-	if ctx.Done() == nil {
-		send()
-		return nil
+	if !gocall.Bounded(ctx, send) {
+		return &unknownOutcome{ctxErr: ctx.Err()}
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		send()
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		select {
-		case <-done: // finished at the same moment: its answer stands
-			return nil
-		default:
-			return &unknownOutcome{ctxErr: ctx.Err()}
-		}
-	}
+	return nil
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/fencekit/fencekit/internal/testkit"
 )
 
-// exampleOpts is the server the examples use: FENCEKIT_REDIS_URL, else a
-// Redis on the default local port. Tests use testkit instead.
+// exampleOpts is the server the examples use: FENCEKIT_REDIS_URL, else
+// the test binary's throwaway redis-server (testkit.SharedRedisURL).
 var exampleOpts *goredis.Options
 
 // exampleNamespace keeps one run's example keys apart from every other run.
@@ -31,18 +31,18 @@ var exampleNamespace = func() string {
 // FENCEKIT_REQUIRE_BACKENDS=1, under which they run and fail.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	url := os.Getenv(testkit.RedisURLEnv)
-	if url == "" {
-		url = "redis://127.0.0.1:6379/0"
+	url, err := testkit.SharedRedisURL()
+	var opts *goredis.Options
+	if err == nil {
+		opts, err = goredis.ParseURL(url)
 	}
-	opts, err := goredis.ParseURL(url)
 	if err == nil {
 		err = ping(opts)
 	}
 	if err == nil {
 		exampleOpts = opts
 	} else if os.Getenv(testkit.RequireEnv) != "1" {
-		fmt.Fprintf(os.Stderr, "adapters/redis: examples skipped, no Redis at %s (%v); set %s\n", url, err, testkit.RedisURLEnv)
+		fmt.Fprintf(os.Stderr, "adapters/redis: examples skipped, no Redis (%v); set %s or install redis-server\n", err, testkit.RedisURLEnv)
 		skip := "^Example$" // the examples that need a server
 		if prev := flag.Lookup("test.skip").Value.String(); prev != "" {
 			skip = prev + "|" + skip

@@ -114,7 +114,8 @@ func ExampleGuard() {
 }
 
 // exampleDSN is the database the examples use: a fresh database on
-// FENCEKIT_MYSQL_URL's server. TestMain sets it; TestExamplesTwice points
+// FENCEKIT_MYSQL_URL's server (else the test binary's throwaway mariadbd,
+// testkit.SharedMySQLURL). TestMain sets it; TestExamplesTwice points
 // it elsewhere.
 var exampleDSN string
 
@@ -123,9 +124,13 @@ var exampleDSN string
 // FENCEKIT_REQUIRE_BACKENDS=1, under which they run and fail.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	drop, err := exampleDatabase(os.Getenv(testkit.MySQLURLEnv))
+	dsn, err := testkit.SharedMySQLURL() // FENCEKIT_MYSQL_URL, else a throwaway mariadbd
+	drop := func() {}
+	if err == nil {
+		drop, err = exampleDatabase(dsn)
+	}
 	if err != nil && os.Getenv(testkit.RequireEnv) != "1" {
-		fmt.Fprintf(os.Stderr, "adapters/sqldb: examples skipped (%v); set %s\n", err, testkit.MySQLURLEnv)
+		fmt.Fprintf(os.Stderr, "adapters/sqldb: examples skipped (%v); set %s or install the MariaDB server\n", err, testkit.MySQLURLEnv)
 		skip := "^ExampleGuard$"
 		if prev := flag.Lookup("test.skip").Value.String(); prev != "" {
 			skip = prev + "|" + skip

@@ -113,7 +113,7 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 	fs.StringVar(&c.leaseTable, "lease-table", "fencekit_leases", "PostgreSQL: lease table, table or schema.table")
 	fs.StringVar(&c.storeTable, "store-table", "fencekit_store", "PostgreSQL: store table, table or schema.table")
 	fs.BoolVar(&c.json, "json", false, "print JSON instead of text")
-	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "bound on the whole command")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "bound on the whole command (above zero)")
 	fs.BoolVar(&c.force, "force", false, "release: evict the live holder (required)")
 	fs.Var(&c.fences, "fence", "release: a store key the holder writes; its fence is raised first (repeatable)")
 	fs.BoolVar(&c.noFence, "no-fence", false, "release: name no keys to fence (the evicted holder may still write)")
@@ -162,6 +162,11 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 	})
 	if len(misplaced) > 0 {
 		return nil, usagef("%s does not take %s", c.command, strings.Join(misplaced, ", "))
+	}
+	if c.timeout <= 0 {
+		// A context that has already ended would fail every command with
+		// "context deadline exceeded", which reads as a server fault.
+		return nil, usagef("--timeout must be above zero; got %v", c.timeout)
 	}
 	return c, nil
 }

@@ -260,7 +260,7 @@ func TestUsage(t *testing.T) {
 func TestUnreachable(t *testing.T) {
 	t.Parallel()
 	code, _, errOut := ctl(t, nil, "--redis-url", "redis://127.0.0.1:1/0", "--timeout", "2s", "inspect", "x")
-	if code != exitFailed || !strings.Contains(errOut, "redis at 127.0.0.1:1") {
+	if code != exitFailed || !strings.Contains(errOut, "cannot reach Redis at 127.0.0.1:1") {
 		t.Fatalf("exit %d, %q; want 1 and the address", code, errOut)
 	}
 }

@@ -38,13 +38,29 @@
 // Exit codes:
 //
 //	0  done: the state was reported, or the change was made
-//	1  failed: the server was unreachable, a statement or script failed,
-//	   or a fence could not be raised (then the lease was left alone)
-//	2  usage: bad flags or arguments, no server URL, bad input, or a
-//	   command the backend does not support
+//	1  failed: the server was unreachable (one line: "cannot reach ..."),
+//	   a statement or script failed, or a fence could not be raised (then
+//	   the lease was left alone)
+//	2  usage: bad flags or arguments (a --timeout of zero or less), no
+//	   server URL, bad input, or a command the backend does not support
 //	3  nothing to do: release found the lock free
 package main
 
-import "os"
+import (
+	"context"
+	"os"
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv)) }
+	goredis "github.com/redis/go-redis/v9"
+)
+
+func main() {
+	// go-redis logs every failed dial to stderr through a global logger;
+	// fencectl reports the error itself, in one line.
+	goredis.SetLogger(silentRedisLog{})
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+}
+
+// silentRedisLog is a go-redis logger that writes nothing.
+type silentRedisLog struct{}
+
+func (silentRedisLog) Printf(context.Context, string, ...any) {}

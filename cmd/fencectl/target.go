@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -78,7 +80,7 @@ func openRedis(ctx context.Context, c *config) (*target, error) {
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, fmt.Errorf("redis at %s: %w", addr, err)
+		return nil, &unreachableError{what: "Redis", addr: addr, err: err}
 	}
 	b := fenceredis.NewBackend(rdb, &fenceredis.BackendOptions{Prefix: c.prefix})
 	return &target{
@@ -105,7 +107,8 @@ func openPostgres(ctx context.Context, c *config) (*target, error) {
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres at %s: %w", cfg.ConnConfig.Host, err)
+		addr := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
+		return nil, &unreachableError{what: "PostgreSQL", addr: addr, err: err}
 	}
 	opts := &postgres.Options{StoreTable: identifier(c.storeTable), LeaseTable: identifier(c.leaseTable)}
 	admin := postgres.NewAdmin(pool, opts)

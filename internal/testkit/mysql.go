@@ -42,8 +42,21 @@ var sharedMySQL struct {
 // stays free of testcontainers and Docker's client.
 func MySQLURL(t testing.TB) string {
 	t.Helper()
+	u, err := SharedMySQLURL()
+	if err != nil {
+		t.Logf("testkit: no MySQL: %v", err)
+		Unavailable(t, "MySQL/MariaDB", mysqlHow)
+	}
+	return u
+}
+
+// SharedMySQLURL is MySQLURL for code that runs outside any test, such as
+// a TestMain preparing examples: the server of FENCEKIT_MYSQL_URL, else the
+// test binary's shared throwaway mariadbd, started now; an error when there
+// is neither.
+func SharedMySQLURL() (string, error) {
 	if u := envURL(MySQLURLEnv); u != "" {
-		return u
+		return u, nil
 	}
 	sharedMySQL.once.Do(func() {
 		srv, err := startLocalMySQL(nil)
@@ -53,11 +66,7 @@ func MySQLURL(t testing.TB) string {
 		}
 		sharedMySQL.server, sharedMySQL.url = srv, srv.DSN()
 	})
-	if sharedMySQL.err != nil {
-		t.Logf("testkit: no MySQL: %v", sharedMySQL.err)
-		Unavailable(t, "MySQL/MariaDB", mysqlHow)
-	}
-	return sharedMySQL.url
+	return sharedMySQL.url, sharedMySQL.err
 }
 
 // MySQLConfig returns the driver configuration of a fresh database of its

@@ -39,8 +39,21 @@ var sharedPostgres struct {
 // FENCEKIT_REQUIRE_BACKENDS=1.
 func PostgresURL(t testing.TB) string {
 	t.Helper()
+	u, err := SharedPostgresURL()
+	if err != nil {
+		t.Logf("testkit: no PostgreSQL: %v", err)
+		Unavailable(t, "PostgreSQL", postgresHow)
+	}
+	return u
+}
+
+// SharedPostgresURL is PostgresURL for code that runs outside any test,
+// such as a TestMain preparing examples: the server of
+// FENCEKIT_POSTGRES_URL, else the test binary's shared throwaway instance,
+// started now; an error when there is neither.
+func SharedPostgresURL() (string, error) {
 	if u := envURL(PostgresURLEnv); u != "" {
-		return u
+		return u, nil
 	}
 	sharedPostgres.once.Do(func() {
 		srv, err := startLocalPostgres(nil)
@@ -50,11 +63,7 @@ func PostgresURL(t testing.TB) string {
 		}
 		sharedPostgres.server, sharedPostgres.url = srv, srv.URL()
 	})
-	if sharedPostgres.err != nil {
-		t.Logf("testkit: no PostgreSQL: %v", sharedPostgres.err)
-		Unavailable(t, "PostgreSQL", postgresHow)
-	}
-	return sharedPostgres.url
+	return sharedPostgres.url, sharedPostgres.err
 }
 
 // Postgres returns a pool on PostgresURL(t) whose connections all use a

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,22 +19,44 @@ const RedisURLEnv = "FENCEKIT_REDIS_URL"
 const redisHow = "set FENCEKIT_REDIS_URL or install redis-server"
 
 // RedisURL returns the URL of a Redis server for t: the one named by
-// FENCEKIT_REDIS_URL; else a throwaway local redis-server of t's own,
-// stopped when t ends. When neither is available, t is skipped, or failed
-// under FENCEKIT_REQUIRE_BACKENDS=1.
+// FENCEKIT_REDIS_URL; else a throwaway local redis-server started on first
+// use and shared by every test of the test binary, just as the server of
+// the environment is. Every call in one binary (Redis, RedisURL, from a test
+// or its subtests) thus names the same server. When neither is available,
+// t is skipped, or failed under FENCEKIT_REQUIRE_BACKENDS=1.
 //
 // The server may be shared with other tests and other processes: keep to
-// keys under a prefix of your own (Namespace) and never flush it.
+// keys under a prefix of your own (Namespace) and never flush it. A test
+// that restarts, pauses or reconfigures a server starts its own
+// (NewRedisServer).
 func RedisURL(t testing.TB) string {
 	t.Helper()
+	u, err := SharedRedisURL()
+	if err != nil {
+		t.Logf("testkit: no Redis: %v", err)
+		Unavailable(t, "Redis", redisHow)
+	}
+	return u
+}
+
+// SharedRedisURL is RedisURL for code that runs outside any test, such as a
+// TestMain preparing examples: the server of FENCEKIT_REDIS_URL, else the
+// test binary's shared throwaway redis-server, started now; an error when
+// there is neither.
+func SharedRedisURL() (string, error) {
 	if u := envURL(RedisURLEnv); u != "" {
-		return u
+		return u, nil
 	}
-	if redisServerBinary() != "" {
-		return NewRedisServer(t).URL()
+	if redisServerBinary() == "" {
+		return "", errors.New("no redis-server binary")
 	}
-	Unavailable(t, "Redis", redisHow)
-	return ""
+	sharedRedis.once.Do(func() {
+		sharedRedis.server, sharedRedis.watchdog, sharedRedis.err = startSharedRedis()
+	})
+	if sharedRedis.err != nil {
+		return "", sharedRedis.err
+	}
+	return sharedRedis.server.URL(), nil
 }
 
 // Redis returns a client for RedisURL(t), checked with a PING and closed

@@ -23,6 +23,32 @@ func TestRedisURLAnswers(t *testing.T) {
 	}
 }
 
+// TestRedisOneServerPerBinaryWithoutEnv: with no FENCEKIT_REDIS_URL, a
+// client from Redis and a URL from RedisURL (in the test or a subtest)
+// reach the same server, as they do with the variable set; fencectl's tests
+// take one of each.
+func TestRedisOneServerPerBinaryWithoutEnv(t *testing.T) {
+	t.Setenv(RedisURLEnv, "")
+	c := Redis(t)
+	ctx := Context(t)
+	key := RedisPrefix(t, c) + ":k"
+	if err := c.Set(ctx, key, "v", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	url := RedisURL(t)
+	if got, err := RedisAt(t, url).Get(ctx, key).Result(); err != nil || got != "v" {
+		t.Fatalf("GET %s through RedisURL's %s = %q, %v; want the value set through Redis's client", key, url, got, err)
+	}
+	if shared, err := SharedRedisURL(); err != nil || shared != url {
+		t.Fatalf("SharedRedisURL() = %s, %v; want RedisURL's %s", shared, err, url)
+	}
+	t.Run("subtest", func(t *testing.T) {
+		if sub := RedisURL(t); sub != url {
+			t.Fatalf("a subtest's RedisURL = %s, its parent's %s", sub, url)
+		}
+	})
+}
+
 func TestRedisServerRestartIsEmpty(t *testing.T) {
 	s := NewRedisServer(t)
 	c := s.Client(t)

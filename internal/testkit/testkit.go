@@ -6,10 +6,17 @@
 //  1. a URL from the environment (FENCEKIT_REDIS_URL, FENCEKIT_POSTGRES_URL,
 //     FENCEKIT_MYSQL_URL);
 //  2. local server binaries, started as throwaway instances on free loopback
-//     ports in a temporary directory and stopped in t.Cleanup;
+//     ports in a temporary directory: one of each per test binary, started
+//     on first use and shared by its tests (as the server of step 1 is), so
+//     that every call of one test (Redis and RedisURL, say) reaches the same
+//     server; removed when the test binary exits;
 //  3. otherwise the test is skipped with a message that says what to provide.
 //
-// FENCEKIT_REQUIRE_BACKENDS=1 turns that skip into a failure; CI sets it.
+// FENCEKIT_REQUIRE_BACKENDS=1 turns that skip into a failure; CI sets it
+// (and its newcomer stage, which leaves it unset, fails on such a skip).
+//
+// Test binaries that import testkit drop go-redis's global log (see
+// RedisLogEnv).
 //
 // Tests that kill, restart, pause or fail over a server always get their own
 // throwaway instance, never the shared one from step 1.
