@@ -17,10 +17,16 @@ import (
 // Expiry is decided by the database clock alone (MySQL: UTC_TIMESTAMP(6),
 // NOW(6) in UTC; PostgreSQL: statement_timestamp()), so clients need no
 // synchronised clocks. The token lives in the row and is raised by the same
-// statement that grants a lease, and rows are never deleted (Release only
+// statement that grants a lease, and sqldb never deletes rows (Release only
 // clears the owner), so a name's tokens keep rising across releases,
-// expiries and server restarts. Do not delete rows by hand: that name's
-// tokens would start again from 1.
+// expiries and server restarts.
+//
+// On PostgreSQL the lease table is the one of adapters/postgres, and a new
+// row starts above its floor row (the row named "", which no lock can
+// have): rows deleted by postgres.Backend.Sweep on a shared table, and a
+// restore followed by postgres.Admin.Bump (fencectl bump), keep a name's
+// tokens rising. On MySQL there is no floor row: do not delete rows by
+// hand, or that name's tokens start again from 1.
 //
 // Backend takes a *sql.DB, never a *sql.Tx: a token minted inside a
 // transaction that then rolls back would be minted again for the next
@@ -88,11 +94,14 @@ func NewBackend(db *sql.DB, d Dialect, opts *Options) *Backend {
 		b.lookup = fmt.Sprintf("SELECT `owner`, `token`, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), `expires_at`), `metadata` FROM %s WHERE `name` = ?", table)
 		return b
 	}
-	// The statements of adapters/postgres (without its Sweep floor row),
-	// the TTL passed as microseconds.
+	// The statements of adapters/postgres, the TTL passed as
+	// microseconds. A new row starts above the floor row (name '') that
+	// postgres.Backend.Sweep and postgres.Admin.Bump (fencectl bump) keep
+	// on a shared table, so tokens keep rising across sweeps and restores.
 	b.acquire = fmt.Sprintf(`WITH taken AS (
     INSERT INTO %[1]s AS l (name, owner, token, expires_at, metadata)
-    VALUES ($1, $2, 1, statement_timestamp() + $3 * interval '1 microsecond', NULLIF($4::text, ''))
+    VALUES ($1, $2, coalesce((SELECT token FROM %[1]s WHERE name = ''), 0) + 1,
+            statement_timestamp() + $3 * interval '1 microsecond', NULLIF($4::text, ''))
     ON CONFLICT (name) DO UPDATE SET
         owner = EXCLUDED.owner,
         token = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > statement_timestamp()
