@@ -80,4 +80,3 @@ func TestSharedLeaseTableWithPostgres(t *testing.T) {
 
 // pgIdent quotes a one-part test table name.
 func pgIdent(id sqldb.Identifier) string { return `"` + id[0] + `"` }
-
