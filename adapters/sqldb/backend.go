@@ -42,6 +42,7 @@ import (
 type Backend struct {
 	d                                Dialect
 	db                               *sql.DB
+	table                            string // quoted, for messages
 	err                              error
 	acquire, extend, release, lookup string
 }
@@ -61,7 +62,7 @@ func NewBackend(db *sql.DB, d Dialect, opts *Options) *Backend {
 	if err != nil {
 		return &Backend{err: err}
 	}
-	b := &Backend{d: d, db: db}
+	b := &Backend{d: d, db: db, table: table}
 	if d == MySQL {
 		// Free (no owner), expired, or already ours: take it. The
 		// assignments run left to right, each seeing the ones before, so
@@ -150,7 +151,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 		case err != nil && isConflict(err) && attempt < 3 && ctx.Err() == nil:
 			continue // the statement was undone whole: run it again
 		case err != nil:
-			return 0, wrapErr(where, err)
+			return 0, classify(ctx, b.d, b.table, fixMigrate, where, err)
 		case token > 0:
 			return token, nil
 		case held > 0:
@@ -232,7 +233,7 @@ func (b *Backend) update(ctx context.Context, op, query, name string, args ...an
 			if isConflict(err) && attempt < 3 && ctx.Err() == nil {
 				continue
 			}
-			return wrapErr(where, err)
+			return classify(ctx, b.d, b.table, fixMigrate, where, err)
 		}
 		var n int64
 		if b.d == MySQL {
@@ -241,7 +242,7 @@ func (b *Backend) update(ctx context.Context, op, query, name string, args ...an
 			n, err = res.RowsAffected()
 		}
 		if err != nil {
-			return wrapErr(where, err)
+			return classify(ctx, b.d, b.table, fixMigrate, where, err)
 		}
 		if n == 0 {
 			return fmt.Errorf("sqldb: %s: %w", where, lock.ErrNotHeld)
@@ -280,7 +281,7 @@ func (b *Backend) inspect(ctx context.Context, name string) (lock.Info, error) {
 	case errors.Is(err, sql.ErrNoRows):
 		return lock.Info{Name: name}, nil
 	case err != nil:
-		return lock.Info{}, wrapErr(fmt.Sprintf("inspect %q", name), err)
+		return lock.Info{}, classify(ctx, b.d, b.table, fixMigrate, fmt.Sprintf("inspect %q", name), err)
 	}
 	if !owner.Valid || !remaining.Valid || remaining.Int64 <= 0 {
 		return lock.Info{Name: name}, nil

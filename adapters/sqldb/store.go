@@ -94,7 +94,7 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	case errors.Is(err, sql.ErrNoRows):
 		return fence.Record{}, notFound(key)
 	case err != nil:
-		return fence.Record{}, wrapErr(fmt.Sprintf("get %q", key), err)
+		return fence.Record{}, classify(ctx, s.f.d, s.f.table, fixMigrate, fmt.Sprintf("get %q", key), err)
 	case missing:
 		return fence.Record{Fence: fence.Token(f)}, notFound(key)
 	}
@@ -127,7 +127,8 @@ var (
 // its *sql.DB; Guard on the caller's *sql.Tx.
 type fencer struct {
 	d                         Dialect
-	err                       error // a bad dialect or table name, reported on use
+	table                     string // quoted, for messages
+	err                       error  // a bad dialect or table name, reported on use
 	put, del, adv, get, fence string
 }
 
@@ -136,7 +137,7 @@ func newFencer(d Dialect, opts *Options) *fencer {
 	if err != nil {
 		return &fencer{err: err}
 	}
-	f := &fencer{d: d}
+	f := &fencer{d: d, table: table}
 	if d == MySQL {
 		// Insert the key with the new fence, or, on the existing row,
 		// assign each column only when fence <= token, the fence last so
@@ -196,7 +197,7 @@ func (f *fencer) write(ctx context.Context, db execer, autocommit bool, op, quer
 		case autocommit && attempt < 3 && isConflict(err) && ctx.Err() == nil:
 			continue
 		}
-		return wrapErr(where, err)
+		return classify(ctx, f.d, f.table, fixMigrate, where, err)
 	}
 }
 

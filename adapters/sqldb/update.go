@@ -94,7 +94,7 @@ func UpdateFenced(ctx context.Context, tx *sql.Tx, d Dialect, row Row, token fen
 	for attempt := 1; ; attempt++ {
 		res, err := tx.ExecContext(ctx, st.update, st.updateArgs...)
 		if err != nil {
-			return wrapErr(where, err)
+			return classify(ctx, d, st.table, fixOwnRow, where, err)
 		}
 		var n int64
 		if d == MySQL {
@@ -103,7 +103,7 @@ func UpdateFenced(ctx context.Context, tx *sql.Tx, d Dialect, row Row, token fen
 			n, err = res.RowsAffected()
 		}
 		if err != nil {
-			return wrapErr(where, err)
+			return classify(ctx, d, st.table, fixOwnRow, where, err)
 		}
 		if n > 0 {
 			return nil
@@ -128,7 +128,7 @@ func UpdateFenced(ctx context.Context, tx *sql.Tx, d Dialect, row Row, token fen
 		}
 		switch {
 		case err != nil:
-			return wrapErr(where+": read fence", err)
+			return classify(ctx, d, st.table, fixOwnRow, where+": read fence", err)
 		case matched == 0:
 			return fmt.Errorf("sqldb: %s: %w", where, fence.ErrNotFound)
 		case matched > 1:
