@@ -39,8 +39,11 @@
 //
 // Driver errors that a retry may cure (a broken connection, a conflict, a
 // server shutting down) are marked with lock.Transient, so that
-// lock.Client retries them; all others (a missing table, a failed login)
-// are permanent and fail fast.
+// lock.Client retries them; all others (a failed login, bad data) are
+// permanent and fail fast. A missing table or column is a
+// *NotMigratedError (ErrNotMigrated) that names the table; a Dialect that
+// does not match the server is fence.ErrInvalid naming the right one; an
+// error after the caller's context ended matches the context's error.
 //
 // Table and column names are quoted as identifiers (backticks for MySQL,
 // double quotes for PostgreSQL) after checks that refuse what the server
