@@ -29,9 +29,13 @@
 // the server's collation. Every MySQL statement learns its outcome from
 // LAST_INSERT_ID(expr), which the server returns in its reply, and never
 // from the affected-rows count, so the driver's CLIENT_FOUND_ROWS setting
-// does not matter. Under InnoDB's default REPEATABLE READ the fenced
-// statements read and lock the newest committed row (a locking read), as
-// under READ COMMITTED. Deadlocks (1213) and lock wait timeouts (1205), and
+// does not matter (UpdateFenced, which locks the row first, uses none, and
+// keeps the caller's LAST_INSERT_ID()). Under InnoDB's default REPEATABLE
+// READ the fenced statements read and lock the newest committed row (a
+// locking read), as under READ COMMITTED, and one fenced row never
+// deadlocks with itself: UpdateFenced takes the row's exclusive lock
+// before anything else, and Guard.Check lets one transaction at a time
+// wait for a resource's row (see Guard.Check). Deadlocks (1213) and lock wait timeouts (1205), and
 // PostgreSQL's serialization failures and deadlocks, come back as a
 // *ConflictError matching ErrConflict, never as a silent success; Store
 // and Backend, whose statements commit on their own, run such a statement
