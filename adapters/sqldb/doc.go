@@ -13,7 +13,8 @@
 //   - Guard fences the caller's own transaction, a *sql.Tx (the one GORM,
 //     sqlx and ent hand out): Check raises a resource's fence inside the
 //     transaction and holds the row lock until commit, or reports a stale
-//     token so that the caller rolls back.
+//     token so that the caller rolls back. TxOf finds the *sql.Tx inside
+//     a wrapper (GORM's with PrepareStmt, sqlx's).
 //   - UpdateFenced is the version-column recipe on a *sql.Tx: one fenced
 //     UPDATE of one of the caller's rows. For a read-modify-write, raise
 //     the fence first (UpdateFenced with nothing to set, or Guard.Check),
