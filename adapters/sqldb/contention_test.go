@@ -167,9 +167,9 @@ type session struct {
 
 // begin opens a transaction on a connection of its own and reads the
 // connection's id.
-func begin(t *testing.T, ctx context.Context, db *sql.DB, d sqldb.Dialect) session {
+func begin(t *testing.T, ctx context.Context, db *sql.DB, d sqldb.Dialect, opts *sql.TxOptions) session {
 	t.Helper()
-	tx, err := db.BeginTx(ctx, nil)
+	tx, err := db.BeginTx(ctx, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tx.Rollback() })
 	q := "SELECT CONNECTION_ID()"
@@ -220,15 +220,15 @@ func awaitLockWaits(t *testing.T, ctx context.Context, db *sql.DB, d sqldb.Diale
 // queued runs call in a session of its own once the others wait, and
 // checks that each of the waiters gets through, one at a time, once the
 // holder ends (end commits or rolls back).
-func queued(t *testing.T, ctx context.Context, db *sql.DB, d sqldb.Dialect, waiters int,
+func queued(t *testing.T, ctx context.Context, db *sql.DB, d sqldb.Dialect, opts *sql.TxOptions, waiters int,
 	hold func(tx *sql.Tx) error, end func(tx *sql.Tx) error, wait func(tx *sql.Tx) error) {
 	t.Helper()
-	holder := begin(t, ctx, db, d)
+	holder := begin(t, ctx, db, d, opts)
 	require.NoError(t, hold(holder.tx))
 	ws := make([]session, waiters)
 	results := make(chan error, waiters)
 	for i := range ws {
-		ws[i] = begin(t, ctx, db, d)
+		ws[i] = begin(t, ctx, db, d, opts)
 		go func(s session) {
 			err := wait(s.tx)
 			if err == nil {
@@ -264,7 +264,7 @@ func TestQueuedBarriersNoDeadlock(t *testing.T) {
 			barrier := func(tx *sql.Tx) error { return sqldb.UpdateFenced(ctx, tx, s.d, row, 7, nil) }
 			for round := range 10 {
 				t.Run(fmt.Sprint(round), func(t *testing.T) {
-					queued(t, ctx, db, s.d, 2, barrier, (*sql.Tx).Commit, barrier)
+					queued(t, ctx, db, s.d, nil, 2, barrier, (*sql.Tx).Commit, barrier)
 				})
 			}
 		})
@@ -274,21 +274,25 @@ func TestQueuedBarriersNoDeadlock(t *testing.T) {
 // TestGuardMissingKeyRollback: the first Guard.Check on a resource that
 // has no row yet inserts it; three more transactions queue behind it; it
 // rolls back, and all three get through, none deadlocks (ten rounds, a
-// fresh resource each, at the server's default isolation).
+// fresh resource each), at the server's default isolation and at READ
+// COMMITTED.
 func TestGuardMissingKeyRollback(t *testing.T) {
+	levels := map[string]*sql.TxOptions{"default": nil, "read-committed": {Isolation: sql.LevelReadCommitted}}
 	for _, s := range contentionServers(t) {
-		t.Run(s.name, func(t *testing.T) {
-			ctx := testCtx(t)
-			db := s.open(t, nil)
-			opts := tables(t, db, s.d)
-			g := sqldb.NewGuard(s.d, opts)
-			for round := range 10 {
-				t.Run(fmt.Sprint(round), func(t *testing.T) {
-					resource := fmt.Sprintf("new-%d", round)
-					check := func(tx *sql.Tx) error { return g.Check(ctx, tx, resource, fence.Token(7)) }
-					queued(t, ctx, db, s.d, 3, check, (*sql.Tx).Rollback, check)
-				})
-			}
-		})
+		for level, txOpts := range levels {
+			t.Run(s.name+"/"+level, func(t *testing.T) {
+				ctx := testCtx(t)
+				db := s.open(t, nil)
+				opts := tables(t, db, s.d)
+				g := sqldb.NewGuard(s.d, opts)
+				for round := range 10 {
+					t.Run(fmt.Sprint(round), func(t *testing.T) {
+						resource := fmt.Sprintf("new-%d", round)
+						check := func(tx *sql.Tx) error { return g.Check(ctx, tx, resource, fence.Token(7)) }
+						queued(t, ctx, db, s.d, txOpts, 3, check, (*sql.Tx).Rollback, check)
+					})
+				}
+			})
+		}
 	}
 }
