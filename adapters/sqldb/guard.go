@@ -2,12 +2,7 @@ package sqldb
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
-	"errors"
-	"fmt"
-	"time"
 
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
@@ -25,7 +20,8 @@ import (
 // the key space and fences of a Store on the same table: Check(resource, t)
 // is Store.Advance(resource, t) run inside the transaction.
 type Guard struct {
-	f *fencer
+	f    *fencer
+	rows heldRows // MySQL: the resources each live transaction has fenced
 }
 
 // NewGuard returns a Guard in dialect d on the store table named in opts
@@ -54,59 +50,23 @@ func NewGuard(d Dialect, opts *Options) *Guard { return &Guard{f: newFencer(d, o
 // two of them would then deadlock inserting the row; with one waiter there
 // is no one to deadlock with (TestGuardMissingKeyRollback). That costs two
 // short statements more per Check. The named lock is the session's, not the
-// transaction's: it is held only while the statement runs. Check a resource
-// once per transaction: a second Check of a resource that tx already
-// fenced, while another transaction waits for it, waits for that
-// transaction's lock wait timeout (innodb_lock_wait_timeout), one of them
-// then getting ErrConflict.
+// transaction's: it is held only while the statement runs. A second Check
+// of a resource in a transaction whose first Check of it succeeded already
+// holds the row, and runs without the named lock
+// (TestGuardCheckTwiceInOneTransaction).
 func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token fence.Token) error {
 	if tx == nil {
 		return fence.Invalid("sqldb: guard check: nil transaction")
 	}
 	check := func() error { return g.f.write(ctx, tx, false, "guard check", g.f.adv, resource, token, nil) }
-	if g.f.d == MySQL && g.f.err == nil && fence.ValidateWrite(resource, token) == nil && ctx.Err() == nil {
-		inner := check
-		check = func() error { return g.f.oneWaiter(ctx, tx, resource, inner) }
+	if g.f.d == MySQL && g.f.err == nil && fence.ValidateWrite(resource, token) == nil && ctx.Err() == nil && !g.rows.holds(tx, resource) {
+		err := g.f.oneWaiter(ctx, tx, resource, check)
+		if err == nil {
+			g.rows.add(tx, resource)
+		}
+		check = func() error { return err }
 	}
 	// A refusal reaches the Observer of the lease in ctx, if any, as
 	// Lease.Fenced's do.
 	return lock.ReportStale(ctx, resource, check())
-}
-
-// oneWaiter runs f, a statement on key's row in tx, under the MySQL named
-// lock for the row (see Guard.Check), waiting for it at most
-// innodb_lock_wait_timeout seconds.
-func (f *fencer) oneWaiter(ctx context.Context, tx *sql.Tx, key string, run func() error) error {
-	name := f.lockName(key)
-	var got sql.NullInt64
-	if err := tx.QueryRowContext(ctx, "SELECT GET_LOCK(?, @@innodb_lock_wait_timeout)", name).Scan(&got); err != nil {
-		return classify(ctx, f.d, f.table, fixMigrate, fmt.Sprintf("guard check %q: named lock", key), err)
-	}
-	if !got.Valid || got.Int64 != 1 {
-		return lock.Transient(&ConflictError{Op: fmt.Sprintf("guard check %q", key), Err: errors.New("timed out waiting for the resource's named lock (GET_LOCK)")})
-	}
-	err := run()
-	// Released even when ctx has ended: the lock is the session's, and
-	// the connection goes back to the pool.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
-	if _, rerr := tx.ExecContext(rctx, "DO RELEASE_LOCK(?)", name); rerr != nil && err == nil {
-		// The lock stays until the connection closes: fail the
-		// transaction rather than return its connection to the pool.
-		err = classify(ctx, f.d, f.table, fixMigrate, fmt.Sprintf("guard check %q: release the named lock", key), rerr)
-	}
-	return err
-}
-
-// releaseTimeout bounds the RELEASE_LOCK that follows a Check.
-const releaseTimeout = 10 * time.Second
-
-// lockName is the MySQL named lock of key's row in the store table: a
-// digest, since names are limited to 64 characters.
-func (f *fencer) lockName(key string) string {
-	h := sha256.New()
-	h.Write([]byte(f.table))
-	h.Write([]byte{0})
-	h.Write([]byte(key))
-	return "fencekit:" + hex.EncodeToString(h.Sum(nil))[:48]
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencekit/fencekit/adapters/sqldb"
 	"github.com/fencekit/fencekit/fence"
@@ -89,4 +90,30 @@ func insertOrder(t *testing.T, ctx context.Context, tx *sql.Tx) int64 {
 	id, err := res.LastInsertId()
 	require.NoError(t, err)
 	return id
+}
+
+// TestGuardCheckTwiceInOneTransaction: on MySQL a transaction that checks
+// a resource again, while another transaction waits for that resource's
+// row (holding its named lock), gets through at once, and the waiter
+// follows once it commits: for a resource created by the first Check and
+// for one that existed.
+func TestGuardCheckTwiceInOneTransaction(t *testing.T) {
+	ctx := testCtx(t)
+	db := testkit.MySQL(t)
+	g := sqldb.NewGuard(sqldb.MySQL, tables(t, db, sqldb.MySQL))
+	for _, resource := range []string{"twice", "twice"} { // created, then existing
+		holder := begin(t, ctx, db, sqldb.MySQL, nil)
+		require.NoError(t, g.Check(ctx, holder.tx, resource, 5))
+		waiter := begin(t, ctx, db, sqldb.MySQL, nil)
+		done := make(chan error, 1)
+		go func() { done <- g.Check(ctx, waiter.tx, resource, 5) }()
+		awaitLockWaits(t, ctx, db, sqldb.MySQL, waiter)
+
+		again, cancel := context.WithTimeout(ctx, 5*time.Second)
+		require.NoError(t, g.Check(again, holder.tx, resource, 5), "the second Check in the holder's transaction")
+		cancel()
+		require.NoError(t, holder.tx.Commit())
+		require.NoError(t, <-done)
+		require.NoError(t, waiter.tx.Commit())
+	}
 }
