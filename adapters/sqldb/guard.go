@@ -58,15 +58,24 @@ func (g *Guard) Check(ctx context.Context, tx *sql.Tx, resource string, token fe
 	if tx == nil {
 		return fence.Invalid("sqldb: guard check: nil transaction")
 	}
-	check := func() error { return g.f.write(ctx, tx, false, "guard check", g.f.adv, resource, token, nil) }
-	if g.f.d == MySQL && g.f.err == nil && fence.ValidateWrite(resource, token) == nil && ctx.Err() == nil && !g.rows.holds(tx, resource) {
-		err := g.f.oneWaiter(ctx, tx, resource, check)
-		if err == nil {
+	raise := func() error { return g.f.write(ctx, tx, false, "guard check", g.f.adv, resource, token, nil) }
+	var err error
+	if g.needsNamedLock(ctx, tx, resource, token) {
+		if err = g.f.oneWaiter(ctx, tx, resource, raise); err == nil {
 			g.rows.add(tx, resource)
 		}
-		check = func() error { return err }
+	} else {
+		err = raise() // also reports bad input and an ended ctx
 	}
 	// A refusal reaches the Observer of the lease in ctx, if any, as
 	// Lease.Fenced's do.
-	return lock.ReportStale(ctx, resource, check())
+	return lock.ReportStale(ctx, resource, err)
+}
+
+// needsNamedLock reports whether Check runs its statement under the
+// resource's named lock: on MySQL, for valid input, unless tx already
+// holds the resource's row.
+func (g *Guard) needsNamedLock(ctx context.Context, tx *sql.Tx, resource string, token fence.Token) bool {
+	return g.f.d == MySQL && g.f.err == nil && fence.ValidateWrite(resource, token) == nil &&
+		ctx.Err() == nil && !g.rows.holds(tx, resource)
 }
