@@ -17,6 +17,7 @@ import (
 // (Bump). cmd/fencectl uses it.
 type Admin struct {
 	db    Pool
+	table string // sanitized, for messages
 	err   error
 	list  string
 	max   string
@@ -37,7 +38,8 @@ func NewAdmin(pool Pool, opts *Options) *Admin {
 		return &Admin{err: err}
 	}
 	return &Admin{
-		db: pool,
+		db:    pool,
+		table: table,
 		// left() compares the prefix as text, so '%' and '_' in it are
 		// plain characters (LIKE would treat them as wildcards).
 		list: fmt.Sprintf(`SELECT name, owner, token, floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint, coalesce(metadata, '')
@@ -66,7 +68,7 @@ func (a *Admin) List(ctx context.Context, prefix string) ([]lock.Info, error) {
 	}
 	rows, err := a.db.Query(ctx, a.list, prefix)
 	if err != nil {
-		return nil, wrapErr("list", err)
+		return nil, wrapTableErr(a.table, fixMigrate, "list", err)
 	}
 	infos, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (lock.Info, error) {
 		var (
@@ -81,7 +83,7 @@ func (a *Admin) List(ctx context.Context, prefix string) ([]lock.Info, error) {
 		return info, nil
 	})
 	if err != nil {
-		return nil, wrapErr("list", err)
+		return nil, wrapTableErr(a.table, fixMigrate, "list", err)
 	}
 	return infos, nil
 }
@@ -151,7 +153,7 @@ func (a *Admin) Bump(ctx context.Context, by int64) (BumpResult, error) {
 		if errors.Is(err, fence.ErrInvalid) {
 			return BumpResult{}, err
 		}
-		return BumpResult{}, wrapErr("bump", err)
+		return BumpResult{}, wrapTableErr(a.table, fixMigrate, "bump", err)
 	}
 	return res, nil
 }

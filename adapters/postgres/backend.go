@@ -45,6 +45,7 @@ import (
 // to make fenced writes part of the caller's transaction.
 type Backend struct {
 	db                               Pool
+	table                            string // sanitized, for messages
 	err                              error
 	acquire, extend, release, lookup string
 	sweepSQL                         sweepSQL // see Sweep
@@ -63,7 +64,8 @@ func NewBackend(pool Pool, opts *Options) *Backend {
 		return &Backend{err: err}
 	}
 	return &Backend{
-		db: pool,
+		db:    pool,
+		table: table,
 		// Free (no owner), expired, or already ours: take it. A new holder
 		// gets token+1; the same owner re-acquiring a live lease keeps its
 		// token and gets the new expiry. statement_timestamp() is one
@@ -143,7 +145,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 		case err == nil && heldMicros != nil && *heldMicros > 0:
 			return 0, &lock.HeldError{Name: name, TTL: time.Duration(*heldMicros) * time.Microsecond}
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):
-			return 0, wrapErr(fmt.Sprintf("acquire %q", name), err)
+			return 0, wrapTableErr(b.table, fixMigrate, fmt.Sprintf("acquire %q", name), err)
 		}
 		// Held by someone else: find out for how long.
 		info, err := b.inspect(ctx, name)
@@ -189,7 +191,7 @@ func (b *Backend) update(ctx context.Context, op, query string, args ...any) err
 	name := args[0].(string)
 	tag, err := b.db.Exec(ctx, query, args...)
 	if err != nil {
-		return wrapErr(fmt.Sprintf("%s %q", op, name), err)
+		return wrapTableErr(b.table, fixMigrate, fmt.Sprintf("%s %q", op, name), err)
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("postgres: %s %q: %w", op, name, lock.ErrNotHeld)
@@ -228,7 +230,7 @@ func (b *Backend) inspect(ctx context.Context, name string) (lock.Info, error) {
 	case errors.Is(err, pgx.ErrNoRows):
 		return lock.Info{Name: name}, nil
 	case err != nil:
-		return lock.Info{}, wrapErr(fmt.Sprintf("inspect %q", name), err)
+		return lock.Info{}, wrapTableErr(b.table, fixMigrate, fmt.Sprintf("inspect %q", name), err)
 	}
 	if owner == nil || expires == nil || !expires.After(now) {
 		return lock.Info{Name: name}, nil

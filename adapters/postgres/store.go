@@ -83,7 +83,7 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fence.Record{}, notFound(key)
 	case err != nil:
-		return fence.Record{}, wrapErr(fmt.Sprintf("get %q", key), err)
+		return fence.Record{}, wrapTableErr(s.f.table, fixMigrate, fmt.Sprintf("get %q", key), err)
 	case missing:
 		return fence.Record{Fence: fence.Token(f)}, notFound(key)
 	}
@@ -100,7 +100,8 @@ func notFound(key string) error {
 // fencer holds the fenced statements on one store table. Store runs them on
 // its DB; Guard on the caller's transaction.
 type fencer struct {
-	err                       error // a malformed table name, reported on use
+	table                     string // sanitized, for messages
+	err                       error  // a malformed table name, reported on use
 	put, del, adv, get, fence string
 }
 
@@ -121,6 +122,7 @@ WHERE t.fence <= EXCLUDED.fence
 RETURNING t.fence`, table, insertValue, set)
 	}
 	return &fencer{
+		table: table,
 		put:   upsert("$3::bytea", "value = EXCLUDED.value, fence = EXCLUDED.fence"),
 		del:   upsert("NULL", "value = NULL, fence = EXCLUDED.fence"),
 		adv:   upsert("NULL", "fence = EXCLUDED.fence"),
@@ -157,7 +159,7 @@ func (f *fencer) write(ctx context.Context, db DB, op, query, key string, token 
 			return nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return wrapErr(fmt.Sprintf("%s %q", op, key), err)
+			return wrapTableErr(f.table, fixMigrate, fmt.Sprintf("%s %q", op, key), err)
 		}
 		var current int64
 		err = db.QueryRow(ctx, f.fence, key).Scan(&current)
@@ -165,7 +167,7 @@ func (f *fencer) write(ctx context.Context, db DB, op, query, key string, token 
 		case err == nil && fence.Token(current) > token:
 			return fence.Stale(key, token, fence.Token(current))
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):
-			return wrapErr(fmt.Sprintf("%s %q: read fence", op, key), err)
+			return wrapTableErr(f.table, fixMigrate, fmt.Sprintf("%s %q: read fence", op, key), err)
 		case attempt >= 3:
 			return fmt.Errorf("postgres: %s %q: token %d refused, but the fence is now %d; is something else changing the table?", op, key, token, current)
 		}

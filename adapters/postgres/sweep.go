@@ -114,7 +114,7 @@ func (b *Backend) sweepBatch(ctx context.Context, idle time.Duration, limit int)
 		return err
 	})
 	if err != nil {
-		return 0, false, wrapErr("sweep", err)
+		return 0, false, wrapTableErr(b.table, fixMigrate, "sweep", err)
 	}
 	return n, full, nil
 }

@@ -86,7 +86,7 @@ func UpdateFenced(ctx context.Context, db DB, row Row, token fence.Token, set ma
 	for attempt := 1; ; attempt++ {
 		tag, err := db.Exec(ctx, st.update, st.updateArgs...)
 		if err != nil {
-			return wrapErr(where, err)
+			return wrapTableErr(st.table, fixOwnRow, where, err)
 		}
 		switch n := tag.RowsAffected(); {
 		case n == 1:
@@ -116,7 +116,7 @@ func UpdateFenced(ctx context.Context, db DB, row Row, token fence.Token, set ma
 		}
 		switch {
 		case err != nil:
-			return wrapErr(where+": read fence", err)
+			return wrapTableErr(st.table, fixOwnRow, where+": read fence", err)
 		case matched == 0:
 			return fmt.Errorf("postgres: %s: %w", where, fence.ErrNotFound)
 		case matched > 1:

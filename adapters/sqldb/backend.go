@@ -17,10 +17,16 @@ import (
 // Expiry is decided by the database clock alone (MySQL: UTC_TIMESTAMP(6),
 // NOW(6) in UTC; PostgreSQL: statement_timestamp()), so clients need no
 // synchronised clocks. The token lives in the row and is raised by the same
-// statement that grants a lease, and rows are never deleted (Release only
+// statement that grants a lease, and sqldb never deletes rows (Release only
 // clears the owner), so a name's tokens keep rising across releases,
-// expiries and server restarts. Do not delete rows by hand: that name's
-// tokens would start again from 1.
+// expiries and server restarts.
+//
+// On PostgreSQL the lease table is the one of adapters/postgres, and a new
+// row starts above its floor row (the row named "", which no lock can
+// have): rows deleted by postgres.Backend.Sweep on a shared table, and a
+// restore followed by postgres.Admin.Bump (fencectl bump), keep a name's
+// tokens rising. On MySQL there is no floor row: do not delete rows by
+// hand, or that name's tokens start again from 1.
 //
 // Backend takes a *sql.DB, never a *sql.Tx: a token minted inside a
 // transaction that then rolls back would be minted again for the next
@@ -36,6 +42,7 @@ import (
 type Backend struct {
 	d                                Dialect
 	db                               *sql.DB
+	table                            string // quoted, for messages
 	err                              error
 	acquire, extend, release, lookup string
 }
@@ -55,7 +62,7 @@ func NewBackend(db *sql.DB, d Dialect, opts *Options) *Backend {
 	if err != nil {
 		return &Backend{err: err}
 	}
-	b := &Backend{d: d, db: db}
+	b := &Backend{d: d, db: db, table: table}
 	if d == MySQL {
 		// Free (no owner), expired, or already ours: take it. The
 		// assignments run left to right, each seeing the ones before, so
@@ -88,11 +95,14 @@ func NewBackend(db *sql.DB, d Dialect, opts *Options) *Backend {
 		b.lookup = fmt.Sprintf("SELECT `owner`, `token`, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), `expires_at`), `metadata` FROM %s WHERE `name` = ?", table)
 		return b
 	}
-	// The statements of adapters/postgres (without its Sweep floor row),
-	// the TTL passed as microseconds.
+	// The statements of adapters/postgres, the TTL passed as
+	// microseconds. A new row starts above the floor row (name '') that
+	// postgres.Backend.Sweep and postgres.Admin.Bump (fencectl bump) keep
+	// on a shared table, so tokens keep rising across sweeps and restores.
 	b.acquire = fmt.Sprintf(`WITH taken AS (
     INSERT INTO %[1]s AS l (name, owner, token, expires_at, metadata)
-    VALUES ($1, $2, 1, statement_timestamp() + $3 * interval '1 microsecond', NULLIF($4::text, ''))
+    VALUES ($1, $2, coalesce((SELECT token FROM %[1]s WHERE name = ''), 0) + 1,
+            statement_timestamp() + $3 * interval '1 microsecond', NULLIF($4::text, ''))
     ON CONFLICT (name) DO UPDATE SET
         owner = EXCLUDED.owner,
         token = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > statement_timestamp()
@@ -141,7 +151,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 		case err != nil && isConflict(err) && attempt < 3 && ctx.Err() == nil:
 			continue // the statement was undone whole: run it again
 		case err != nil:
-			return 0, wrapErr(where, err)
+			return 0, classify(ctx, b.d, b.table, fixMigrate, where, err)
 		case token > 0:
 			return token, nil
 		case held > 0:
@@ -223,7 +233,7 @@ func (b *Backend) update(ctx context.Context, op, query, name string, args ...an
 			if isConflict(err) && attempt < 3 && ctx.Err() == nil {
 				continue
 			}
-			return wrapErr(where, err)
+			return classify(ctx, b.d, b.table, fixMigrate, where, err)
 		}
 		var n int64
 		if b.d == MySQL {
@@ -232,7 +242,7 @@ func (b *Backend) update(ctx context.Context, op, query, name string, args ...an
 			n, err = res.RowsAffected()
 		}
 		if err != nil {
-			return wrapErr(where, err)
+			return classify(ctx, b.d, b.table, fixMigrate, where, err)
 		}
 		if n == 0 {
 			return fmt.Errorf("sqldb: %s: %w", where, lock.ErrNotHeld)
@@ -271,7 +281,7 @@ func (b *Backend) inspect(ctx context.Context, name string) (lock.Info, error) {
 	case errors.Is(err, sql.ErrNoRows):
 		return lock.Info{Name: name}, nil
 	case err != nil:
-		return lock.Info{}, wrapErr(fmt.Sprintf("inspect %q", name), err)
+		return lock.Info{}, classify(ctx, b.d, b.table, fixMigrate, fmt.Sprintf("inspect %q", name), err)
 	}
 	if !owner.Valid || !remaining.Valid || remaining.Int64 <= 0 {
 		return lock.Info{Name: name}, nil

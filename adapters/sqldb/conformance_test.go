@@ -12,7 +12,8 @@ import (
 
 // TestConformance runs both conformance suites, the linearizability check
 // and token monotonicity on MariaDB through go-sql-driver/mysql with its
-// default options and on PostgreSQL through pgx's database/sql driver; and
+// default options and on PostgreSQL through pgx's database/sql driver and
+// through lib/pq (whose deadline errors are the server's 57014); and
 // both conformance suites again on MariaDB with clientFoundRows=true (the
 // affected-rows setting that the MySQL statements must not depend on).
 // Each configuration gets tables of its own, which its checks share: every

@@ -86,7 +86,9 @@ func (d Dialect) quotePart(s string) (string, error) {
 	switch d {
 	case MySQL:
 		// MySQL: at most 64 characters, only the Basic Multilingual
-		// Plane, no trailing space.
+		// Plane, no trailing ASCII whitespace (MariaDB 10.11 refuses a
+		// name ending in a space, tab, newline, CR, VT or FF with error
+		// 1103; TestMySQLRefusesWhatTheServerRefuses).
 		if n := utf8.RuneCountInString(s); n > 64 {
 			return "", fence.Invalid("sqldb: identifier %q is longer than MySQL's 64 characters", s)
 		}
@@ -95,8 +97,8 @@ func (d Dialect) quotePart(s string) (string, error) {
 				return "", fence.Invalid("sqldb: identifier %q has a character outside the Basic Multilingual Plane, which MySQL refuses", s)
 			}
 		}
-		if strings.HasSuffix(s, " ") {
-			return "", fence.Invalid("sqldb: identifier %q ends with a space, which MySQL refuses", s)
+		if strings.TrimRight(s, " \t\n\v\f\r") != s {
+			return "", fence.Invalid("sqldb: identifier %q ends with whitespace, which MySQL refuses", s)
 		}
 		return "`" + strings.ReplaceAll(s, "`", "``") + "`", nil
 	case PostgreSQL:

@@ -13,7 +13,8 @@
 //   - Guard fences the caller's own transaction, a *sql.Tx (the one GORM,
 //     sqlx and ent hand out): Check raises a resource's fence inside the
 //     transaction and holds the row lock until commit, or reports a stale
-//     token so that the caller rolls back.
+//     token so that the caller rolls back. TxOf finds the *sql.Tx inside
+//     a wrapper (GORM's with PrepareStmt, sqlx's).
 //   - UpdateFenced is the version-column recipe on a *sql.Tx: one fenced
 //     UPDATE of one of the caller's rows. For a read-modify-write, raise
 //     the fence first (UpdateFenced with nothing to set, or Guard.Check),
@@ -29,9 +30,13 @@
 // the server's collation. Every MySQL statement learns its outcome from
 // LAST_INSERT_ID(expr), which the server returns in its reply, and never
 // from the affected-rows count, so the driver's CLIENT_FOUND_ROWS setting
-// does not matter. Under InnoDB's default REPEATABLE READ the fenced
-// statements read and lock the newest committed row (a locking read), as
-// under READ COMMITTED. Deadlocks (1213) and lock wait timeouts (1205), and
+// does not matter (UpdateFenced, which locks the row first, uses none, and
+// keeps the caller's LAST_INSERT_ID()). Under InnoDB's default REPEATABLE
+// READ the fenced statements read and lock the newest committed row (a
+// locking read), as under READ COMMITTED, and one fenced row never
+// deadlocks with itself: UpdateFenced takes the row's exclusive lock
+// before anything else, and Guard.Check lets one transaction at a time
+// wait for a resource's row (see Guard.Check). Deadlocks (1213) and lock wait timeouts (1205), and
 // PostgreSQL's serialization failures and deadlocks, come back as a
 // *ConflictError matching ErrConflict, never as a silent success; Store
 // and Backend, whose statements commit on their own, run such a statement
@@ -39,8 +44,11 @@
 //
 // Driver errors that a retry may cure (a broken connection, a conflict, a
 // server shutting down) are marked with lock.Transient, so that
-// lock.Client retries them; all others (a missing table, a failed login)
-// are permanent and fail fast.
+// lock.Client retries them; all others (a failed login, bad data) are
+// permanent and fail fast. A missing table or column is a
+// *NotMigratedError (ErrNotMigrated) that names the table; a Dialect that
+// does not match the server is fence.ErrInvalid naming the right one; an
+// error after the caller's context ended matches the context's error.
 //
 // Table and column names are quoted as identifiers (backticks for MySQL,
 // double quotes for PostgreSQL) after checks that refuse what the server

@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/lib/pq"
 
 	"github.com/fencekit/fencekit/adapters/sqldb"
 	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
@@ -30,9 +31,9 @@ type server struct {
 // servers returns the configurations every conformance test runs on:
 // MariaDB (FENCEKIT_MYSQL_URL) with go-sql-driver/mysql's defaults and with
 // clientFoundRows=true, and PostgreSQL through pgx's database/sql driver
-// with its defaults.
+// and through lib/pq, each with its defaults.
 func servers(t *testing.T) []server {
-	return []server{mysqlServer(t, "mysql", nil), mysqlServer(t, "mysql-foundrows", func(c *mysql.Config) { c.ClientFoundRows = true }), pgServer(t)}
+	return []server{mysqlServer(t, "mysql", nil), mysqlServer(t, "mysql-foundrows", func(c *mysql.Config) { c.ClientFoundRows = true }), pgServer(t), pqServer(t)}
 }
 
 // mysqlServer opens databases on a fresh database of t's, created on first
@@ -80,6 +81,46 @@ func pgServer(t *testing.T) server {
 		return db
 	}
 	return s
+}
+
+// pqServer opens pools of lib/pq on a schema of t's own.
+func pqServer(t *testing.T) server {
+	var dsn string
+	s := server{name: "lib-pq", d: sqldb.PostgreSQL}
+	s.open = func(tb testing.TB, dial faultproxy.DialFunc) *sql.DB {
+		if dsn == "" {
+			dsn = pgSchema(t)
+		}
+		c, err := pq.NewConnector(dsn)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if dial != nil {
+			c.Dialer(pqDialer(dial))
+		}
+		db := sql.OpenDB(c)
+		tb.Cleanup(func() { _ = db.Close() })
+		return db
+	}
+	return s
+}
+
+// pqDialer adapts a fault kit's dial function to lib/pq's Dialer, which
+// uses DialContext when it has one.
+type pqDialer faultproxy.DialFunc
+
+func (d pqDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	return d(ctx, network, addr)
+}
+
+func (d pqDialer) Dial(network, addr string) (net.Conn, error) {
+	return d(context.Background(), network, addr)
+}
+
+func (d pqDialer) DialTimeout(network, addr string, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return d(ctx, network, addr)
 }
 
 // pgSchema creates a schema on the PostgreSQL server of testkit, dropped

@@ -329,7 +329,11 @@ func TestServerCodeFromDrivers(t *testing.T) {
 	} {
 		var n atomic.Int64
 		db := sql.OpenDB(failing{c.err, &n})
-		err := sqldb.NewStore(db, sqldb.MySQL, nil).Put(ctx, "k", 1, nil)
+		d := sqldb.MySQL // the dialect of the server whose error it is
+		if _, ok := c.err.(*pgconn.PgError); ok {
+			d = sqldb.PostgreSQL
+		}
+		err := sqldb.NewStore(db, d, nil).Put(ctx, "k", 1, nil)
 		require.Equal(t, c.conflict, errors.Is(err, sqldb.ErrConflict), "%v", err)
 		require.Equal(t, c.conflict, lock.Retryable(err), "retryable %v", err)
 		require.ErrorIs(t, err, c.err)
@@ -345,7 +349,7 @@ func TestServerCodeFromDrivers(t *testing.T) {
 		tx, err := db.BeginTx(ctx, nil)
 		require.NoError(t, err)
 		n.Store(0)
-		err = sqldb.NewGuard(sqldb.MySQL, nil).Check(ctx, tx, "r", 1)
+		err = sqldb.NewGuard(d, nil).Check(ctx, tx, "r", 1)
 		require.Equal(t, c.conflict, errors.Is(err, sqldb.ErrConflict), "guard: %v", err)
 		require.Equal(t, int64(1), n.Load(), "guard statements sent for %v", c.err)
 		_ = tx.Rollback()

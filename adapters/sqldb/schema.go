@@ -137,7 +137,7 @@ func Migrate(ctx context.Context, db *sql.DB, d Dialect, opts *Options) error {
 		// EXISTS are serialised by the server's metadata locks.
 		for _, s := range stmts {
 			if _, err := db.ExecContext(ctx, s); err != nil {
-				return wrapErr("migrate", err)
+				return classify(ctx, d, "", "", "migrate", err)
 			}
 		}
 		return nil
@@ -147,19 +147,19 @@ func Migrate(ctx context.Context, db *sql.DB, d Dialect, opts *Options) error {
 	// advisory lock that adapters/postgres takes too.
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return wrapErr("migrate", err)
+		return classify(ctx, d, "", "", "migrate", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit, a no-op
 	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", migrateLockKey); err != nil {
-		return wrapErr("migrate", err)
+		return classify(ctx, d, "", "", "migrate", err)
 	}
 	for _, s := range stmts {
 		if _, err := tx.ExecContext(ctx, s); err != nil {
-			return wrapErr("migrate", err)
+			return classify(ctx, d, "", "", "migrate", err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return wrapErr("migrate", err)
+		return classify(ctx, d, "", "", "migrate", err)
 	}
 	return nil
 }
@@ -195,7 +195,7 @@ func checkDistinctTables(ctx context.Context, db *sql.DB, d Dialect, opts *Optio
 	}
 	var same sql.NullBool
 	if err := db.QueryRowContext(ctx, q, args...).Scan(&same); err != nil {
-		return wrapErr("migrate: compare table names", err)
+		return classify(ctx, d, "", "", "migrate: compare table names", err)
 	}
 	if same.Valid && same.Bool {
 		s, _ := d.quote(so)

@@ -32,8 +32,9 @@ import (
 // timeout was undone whole, so Store runs it again (three attempts in all)
 // before it returns a *ConflictError.
 type Store struct {
-	db *sql.DB
-	f  *fencer
+	db     *sql.DB
+	f      *fencer
+	packet packetLimit // MySQL's max_allowed_packet, for Put
 }
 
 // NewStore returns a Store on db in dialect d, with the table named in
@@ -51,9 +52,24 @@ func NewStore(db *sql.DB, d Dialect, opts *Options) *Store {
 
 // Put writes value under key if token >= the key's fence, and raises the
 // fence to token. A nil value is stored as an empty value.
+//
+// On MySQL a value whose statement would exceed the server's
+// max_allowed_packet (read once per Store, when the first value of 1 KiB or
+// more is written) is refused with an error matching ErrValueTooLarge and
+// fence.ErrInvalid, before anything is sent. The statement's size is
+// counted with the value escaped as go-sql-driver/mysql's
+// interpolateParams does, so the largest value is a little under
+// max_allowed_packet (half of it at worst, for a value made of characters
+// that need escaping).
 func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []byte) error {
 	if value == nil {
 		value = []byte{} // NULL is reserved for "no value"
+	}
+	if err := fence.ValidateWrite(key, token); err != nil {
+		return err
+	}
+	if err := s.checkPacket(ctx, key, value); err != nil {
+		return err
 	}
 	return s.f.write(ctx, s.db, true, "put", s.f.put, key, token, value)
 }
@@ -94,7 +110,7 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	case errors.Is(err, sql.ErrNoRows):
 		return fence.Record{}, notFound(key)
 	case err != nil:
-		return fence.Record{}, wrapErr(fmt.Sprintf("get %q", key), err)
+		return fence.Record{}, classify(ctx, s.f.d, s.f.table, fixMigrate, fmt.Sprintf("get %q", key), err)
 	case missing:
 		return fence.Record{Fence: fence.Token(f)}, notFound(key)
 	}
@@ -127,7 +143,8 @@ var (
 // its *sql.DB; Guard on the caller's *sql.Tx.
 type fencer struct {
 	d                         Dialect
-	err                       error // a bad dialect or table name, reported on use
+	table                     string // quoted, for messages
+	err                       error  // a bad dialect or table name, reported on use
 	put, del, adv, get, fence string
 }
 
@@ -136,7 +153,7 @@ func newFencer(d Dialect, opts *Options) *fencer {
 	if err != nil {
 		return &fencer{err: err}
 	}
-	f := &fencer{d: d}
+	f := &fencer{d: d, table: table}
 	if d == MySQL {
 		// Insert the key with the new fence, or, on the existing row,
 		// assign each column only when fence <= token, the fence last so
@@ -196,7 +213,7 @@ func (f *fencer) write(ctx context.Context, db execer, autocommit bool, op, quer
 		case autocommit && attempt < 3 && isConflict(err) && ctx.Err() == nil:
 			continue
 		}
-		return wrapErr(where, err)
+		return classify(ctx, f.d, f.table, fixMigrate, where, err)
 	}
 }
 

@@ -47,12 +47,26 @@ type Match map[string]any
 var ErrNoMatch = errors.New("sqldb: the row does not meet the update's Where condition")
 
 // UpdateFenced sets the columns in set on one row inside tx, and its fence
-// column to token, in one statement that applies only if the row's fence
-// is at most token and the row meets row.Where:
+// column to token, only if the row's fence is at most token and the row
+// meets row.Where. On PostgreSQL that is one statement:
 //
-//	UPDATE t SET col = ?, ..., fence = ?
-//	WHERE id = ? AND COALESCE(fence, 0) <= ? AND status = ?
-//	  AND (SELECT COUNT(*) FROM (SELECT 1 FROM t WHERE id = ? LIMIT 2) AS n) = 1
+//	UPDATE t SET col = $1, ..., fence = $2
+//	WHERE id = $3 AND coalesce(fence, 0) <= $2 AND status = $4
+//	  AND (SELECT count(*) FROM (SELECT 1 FROM t WHERE id = $3 LIMIT 2) AS n) = 1
+//
+// On MySQL it is two: a locking read that takes the row's exclusive lock
+// first, then the UPDATE of the row it locked:
+//
+//	SELECT COALESCE(fence, 0), (status = ?) IS TRUE FROM t WHERE id = ? LIMIT 2 FOR UPDATE
+//	UPDATE t SET col = ?, ..., fence = ? WHERE id = ?
+//
+// so that transactions queued on one row never hold a shared lock that
+// they then try to upgrade: under InnoDB's default REPEATABLE READ a
+// subquery in the UPDATE would take one, and two queued waiters deadlock
+// upgrading it when the holder commits. One fenced row never deadlocks
+// with itself (TestQueuedBarriersNoDeadlock,
+// TestVersionColumnRecipeContention). No LAST_INSERT_ID is used, so the
+// caller's LAST_INSERT_ID() is kept (TestUpdateFencedKeepsLastInsertID).
 //
 // Column and table names are quoted as identifiers; every value is a
 // parameter. When nothing was updated it tells why: the row's fence is
@@ -62,13 +76,6 @@ var ErrNoMatch = errors.New("sqldb: the row does not meet the update's Where con
 // (ErrNoMatch), or row.Key matches several rows (fence.ErrInvalid; nothing
 // is updated then). A deadlock or lock wait timeout is a *ConflictError
 // (ErrConflict): roll tx back.
-//
-// On MySQL the statement assigns the fence through LAST_INSERT_ID(token),
-// evaluated only for the row it matched, so a row whose columns already
-// held the new values (0 affected rows without CLIENT_FOUND_ROWS) is an
-// update that applied, not a refusal; the diagnosis reads the row with a
-// locking read (FOR UPDATE), which sees the newest committed row at
-// REPEATABLE READ as the UPDATE does.
 //
 // An empty set only raises the fence: the barrier that a read-modify-write
 // needs before its read (see docs/sqldb.md). The row stays locked until tx
@@ -91,53 +98,26 @@ func UpdateFenced(ctx context.Context, tx *sql.Tx, d Dialect, row Row, token fen
 		return err
 	}
 	where := fmt.Sprintf("update %s %s", st.table, st.key)
+	if d == MySQL {
+		return updateLockedFirst(ctx, tx, st, token, where)
+	}
 	for attempt := 1; ; attempt++ {
 		res, err := tx.ExecContext(ctx, st.update, st.updateArgs...)
 		if err != nil {
-			return wrapErr(where, err)
+			return classify(ctx, d, st.table, fixOwnRow, where, err)
 		}
-		var n int64
-		if d == MySQL {
-			n, err = res.LastInsertId() // the token when the row matched, else 0
-		} else {
-			n, err = res.RowsAffected()
-		}
+		n, err := res.RowsAffected()
 		if err != nil {
-			return wrapErr(where, err)
+			return classify(ctx, d, st.table, fixOwnRow, where, err)
 		}
 		if n > 0 {
 			return nil
 		}
-		var (
-			matched    int
-			current    int64
-			meetsWhere bool
-			lookupErr  error
-		)
-		rows, err := tx.QueryContext(ctx, st.lookup, st.lookupArgs...)
-		if err == nil {
-			for rows.Next() {
-				matched++
-				lookupErr = rows.Scan(&current, &meetsWhere)
-			}
-			_ = rows.Close()
-			err = rows.Err()
+		current, err := st.diagnose(ctx, tx, d, token, where)
+		if err != nil {
+			return err
 		}
-		if err == nil {
-			err = lookupErr
-		}
-		switch {
-		case err != nil:
-			return wrapErr(where+": read fence", err)
-		case matched == 0:
-			return fmt.Errorf("sqldb: %s: %w", where, fence.ErrNotFound)
-		case matched > 1:
-			return fence.Invalid("sqldb: %s: the key matches several rows; Row.Key must be unique (nothing was updated)", where)
-		case fence.Token(current) > token:
-			return lock.ReportStale(ctx, st.key, fmt.Errorf("sqldb: %s: %w", where, fence.Stale(st.key, token, fence.Token(current))))
-		case !meetsWhere:
-			return fmt.Errorf("%w: %s", ErrNoMatch, where)
-		case attempt >= 3:
+		if attempt >= 3 {
 			return fmt.Errorf("sqldb: %s: token %d refused, but the row's fence is now %d and it meets the condition; is something else changing the table?", where, token, current)
 		}
 		// The row appeared or changed between the update and the lookup:
@@ -145,9 +125,62 @@ func UpdateFenced(ctx context.Context, tx *sql.Tx, d Dialect, row Row, token fen
 	}
 }
 
+// updateLockedFirst is UpdateFenced on MySQL: lock and read the row, then
+// update it under that lock.
+func updateLockedFirst(ctx context.Context, tx *sql.Tx, st *fencedUpdate, token fence.Token, where string) error {
+	current, err := st.diagnose(ctx, tx, MySQL, token, where)
+	if err != nil {
+		return err
+	}
+	if st.setsNothing && fence.Token(current) == token {
+		return nil // the fence is token already, and the row is locked
+	}
+	if _, err := tx.ExecContext(ctx, st.update, st.updateArgs...); err != nil {
+		return classify(ctx, MySQL, st.table, fixOwnRow, where, err)
+	}
+	return nil
+}
+
+// diagnose reads the row with its lookup (a locking read on MySQL) and
+// returns its fence, or the error that says why token may not update it.
+func (st *fencedUpdate) diagnose(ctx context.Context, tx *sql.Tx, d Dialect, token fence.Token, where string) (int64, error) {
+	var (
+		matched    int
+		current    int64
+		meetsWhere bool
+		lookupErr  error
+	)
+	rows, err := tx.QueryContext(ctx, st.lookup, st.lookupArgs...)
+	if err == nil {
+		for rows.Next() {
+			matched++
+			lookupErr = rows.Scan(&current, &meetsWhere)
+		}
+		_ = rows.Close()
+		err = rows.Err()
+	}
+	if err == nil {
+		err = lookupErr
+	}
+	switch {
+	case err != nil:
+		return 0, classify(ctx, d, st.table, fixOwnRow, where+": read fence", err)
+	case matched == 0:
+		return 0, fmt.Errorf("sqldb: %s: %w", where, fence.ErrNotFound)
+	case matched > 1:
+		return 0, fence.Invalid("sqldb: %s: the key matches several rows; Row.Key must be unique (nothing was updated)", where)
+	case fence.Token(current) > token:
+		return 0, lock.ReportStale(ctx, st.key, fmt.Errorf("sqldb: %s: %w", where, fence.Stale(st.key, token, fence.Token(current))))
+	case !meetsWhere:
+		return 0, fmt.Errorf("%w: %s", ErrNoMatch, where)
+	}
+	return current, nil
+}
+
 // fencedUpdate holds the statements of one UpdateFenced call.
 type fencedUpdate struct {
 	table, key             string // for messages: the quoted table, "col=value, ..."
+	setsNothing            bool   // a barrier: only the fence is raised
 	update, lookup         string
 	updateArgs, lookupArgs []any
 }
@@ -246,11 +279,9 @@ func (r Row) statements(d Dialect, token fence.Token, set map[string]any) (*fenc
 	}
 	t := int64(token)
 	if d == MySQL {
-		// MySQL reuses no placeholder: each ? is a parameter of its own.
-		fmt.Fprintf(&b, "%s = LAST_INSERT_ID(%s)", fc, up.add(t))
-		key := up.condition(r.Key, keyCols)
-		fmt.Fprintf(&b, " WHERE %s AND COALESCE(%s, 0) <= %s AND %s", key, fc, up.add(t), whereOrTrue(&up))
-		fmt.Fprintf(&b, " AND (SELECT COUNT(*) FROM (SELECT 1 FROM %s WHERE %s LIMIT 2) AS n) = 1", table, up.condition(r.Key, keyCols))
+		// The row is locked and checked by the lookup first (see
+		// UpdateFenced): the update names it by its key alone.
+		fmt.Fprintf(&b, "%s = %s WHERE %s", fc, up.add(t), up.condition(r.Key, keyCols))
 	} else {
 		tok := up.add(t)
 		key := up.condition(r.Key, keyCols)
@@ -266,7 +297,7 @@ func (r Row) statements(d Dialect, token fence.Token, set map[string]any) (*fenc
 		lookup += " FOR UPDATE"
 	}
 	return &fencedUpdate{
-		table: table, key: strings.Join(keyDesc, ", "),
+		table: table, key: strings.Join(keyDesc, ", "), setsNothing: len(set) == 0,
 		update: b.String(), updateArgs: up.args,
 		lookup: lookup, lookupArgs: look.args,
 	}, nil
