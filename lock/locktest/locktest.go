@@ -62,8 +62,10 @@ type Check struct {
 // Timeout bounds each check.
 const Timeout = 30 * time.Second
 
-// Run runs every check as a subtest of t. newBackend is called once per
-// check; it may return the same backend each time.
+// Run runs every check as a subtest of t, and, when the backend implements
+// lock.QueueBackend, the checks of that capability (RunQueue). newBackend is
+// called once per check and once more to see which the backend is; it may
+// return the same backend each time.
 func Run(t *testing.T, newBackend func(t *testing.T) lock.Backend) {
 	t.Helper()
 	for _, c := range Checks() {
@@ -75,6 +77,9 @@ func Run(t *testing.T, newBackend func(t *testing.T) lock.Backend) {
 				t.Fatal(err)
 			}
 		})
+	}
+	if _, ok := newBackend(t).(lock.QueueBackend); ok {
+		RunQueue(t, newBackend) // the optional capability, when the backend has it
 	}
 }
 
