@@ -90,7 +90,7 @@ func TestAcquireQueuedAttemptsEventsAndLeaving(t *testing.T) {
 	}
 	var retrying atomic.Int32
 	c := lock.New(b, &lock.Options{
-		Queue:    lock.QueueOptions{PlaceTTL: 30 * time.Millisecond},
+		Queue: lock.QueueOptions{PlaceTTL: 30 * time.Millisecond},
 		Observer: func(e lock.Event) {
 			if e.Kind == lock.EventRetrying {
 				retrying.Add(1)
