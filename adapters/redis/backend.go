@@ -57,6 +57,7 @@ type Backend struct {
 	counterIdle any // int64 milliseconds, 0: never expires; boxed once, not per call
 	wait        replicationWait
 	reload      *clusterReload // nil unless client is a cluster
+	waker       *waker         // wake-ups for queued waiters (queue.go)
 }
 
 // NewBackend returns a Backend that keeps its leases in client. opts may be
@@ -82,6 +83,7 @@ func NewBackend(client Client, opts *BackendOptions) *Backend {
 		counterIdle: idle,
 		wait:        newReplicationWait(o.WaitReplicas, o.WaitTimeout),
 		reload:      newClusterReload(client),
+		waker:       newWaker(client),
 	}
 }
 
@@ -117,7 +119,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	keys := []string{b.LeaseKey(name), b.CounterKey(name)}
 	args := []any{owner, millis(ttl), b.counterIdle, md}
 	if b.wait.on() {
-		return b.acquireWait(ctx, name, owner, keys, args)
+		return b.acquireWait(ctx, acquireScript, name, owner, keys, args)
 	}
 	reply, err := acquireScript.run(ctx, b.client, resend, keys, args...).Result()
 	if err != nil {
@@ -202,7 +204,7 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 }
 
 func (b *Backend) release(ctx context.Context, name, owner string) error {
-	n, err := releaseScript.run(ctx, b.client, sendOnce, []string{b.LeaseKey(name)}, owner).Int64()
+	n, err := b.releaseAndWake(ctx, name, owner).Int64() // queue.go
 	if err != nil {
 		b.reload.after(err) // not resent: the caller's next call goes to the new map
 		return opError("release", name, err)

@@ -1,0 +1,20 @@
+-- release_wake.lua: compare-and-delete on the owner, then wake the first
+-- waiter in line, if any.
+--
+-- KEYS[1]  the lease hash prefix:{name}:lease
+-- KEYS[2]  the queue      prefix:{name}:queue (see queue.lua)
+-- ARGV[1]  owner
+-- ARGV[2]  the wake-up channel prefix:{name}:wake
+--
+-- Replies 1 when released, 0 when owner does not hold the lock. The counter
+-- is not touched, so releasing never lowers the next token. With nobody
+-- waiting, the wake-up costs one ZRANGE on a missing key.
+if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  if head then
+    redis.call('PUBLISH', ARGV[2], head)
+  end
+  return 1
+end
+return 0
