@@ -15,6 +15,12 @@
 -- or holds the lock; otherwise an integer, the holder's remaining PTTL (at
 -- least 1) when the caller is first in line, 0 when others are ahead of it.
 --
+-- A lease whose lock has waiters carries the field "queued", so that its
+-- release (release_wake.lua) knows to wake the first of them: every enqueue
+-- while the lock is held sets it, and so does a queued acquire that leaves
+-- others in line. (A lease taken by a plain Acquire while the first waiter
+-- was on its way has none until that waiter, or any other, renews.)
+--
 -- The caller may take a free lock when nobody waits or it is first in line.
 -- Places expire on the server's clock: before anyone is admitted, a first in
 -- line whose place ran out is dropped with every other expired place, and
@@ -73,10 +79,14 @@ if head and head ~= me then
 end
 
 if head and head ~= me then
-  if redis.call('HGET', KEYS[1], 'owner') == me then
+  local holder = redis.call('HGET', KEYS[1], 'owner')
+  if holder == me then
     return acquire() -- the holder renewing through the queue: same token
   end
   enqueue()
+  if holder then
+    redis.call('HSET', KEYS[1], 'queued', '1') -- HSET keeps the lease's expiry
+  end
   return 0
 end
 
@@ -84,6 +94,7 @@ local r = acquire()
 if type(r) == 'number' then
   -- Held by another owner; the caller is first in line (or alone).
   enqueue()
+  redis.call('HSET', KEYS[1], 'queued', '1')
   if r < 1 then
     r = 1
   end
@@ -92,5 +103,8 @@ end
 if head then
   redis.call('ZREM', KEYS[3], me)
   redis.call('ZREM', KEYS[4], me)
+  if redis.call('ZCARD', KEYS[3]) > 0 then
+    redis.call('HSET', KEYS[1], 'queued', '1')
+  end
 end
 return r

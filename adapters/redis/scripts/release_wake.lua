@@ -7,13 +7,19 @@
 -- ARGV[2]  the wake-up channel prefix:{name}:wake
 --
 -- Replies 1 when released, 0 when owner does not hold the lock. The counter
--- is not touched, so releasing never lowers the next token. With nobody
--- waiting, the wake-up costs one ZRANGE on a missing key.
-if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then
+-- is not touched, so releasing never lowers the next token.
+--
+-- queue.lua marks a lease whose lock has waiters (the field "queued"), so a
+-- release with nobody waiting costs what release.lua costs: HMGET and DEL,
+-- and the queue is read only when it may hold someone.
+local lease = redis.call('HMGET', KEYS[1], 'owner', 'queued')
+if lease[1] == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-  if head then
-    redis.call('PUBLISH', ARGV[2], head)
+  if lease[2] then
+    local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+    if head then
+      redis.call('PUBLISH', ARGV[2], head)
+    end
   end
   return 1
 end
