@@ -24,8 +24,10 @@ const DefaultCounterIdle = 7 * 24 * time.Hour
 // defaults.
 type BackendOptions struct {
 	// Prefix starts every key; DefaultPrefix when empty. A lock named n
-	// lives in "<prefix>:{n}:lease" and "<prefix>:{n}:counter" (braces and
-	// '%' in the prefix and the name are %-escaped).
+	// lives in "<prefix>:{n}:lease" and "<prefix>:{n}:counter", and its
+	// waiters, while there are any, in "<prefix>:{n}:queue" and
+	// "<prefix>:{n}:places", woken on the channel "<prefix>:{n}:wake"
+	// (braces and '%' in the prefix and the name are %-escaped).
 	Prefix string
 
 	// CounterIdle is how long a lock's token counter is kept after the last
