@@ -206,7 +206,8 @@ func (c *Client) acquireQueued(ctx context.Context, q QueueBackend, name, owner 
 			}
 			continue
 		}
-		if !sleep(ctx, c.backoff(attempt, last)) {
+		// Back off as Acquire does, but renew the place in time.
+		if !sleep(ctx, min(c.backoff(attempt, last), renewEvery)) {
 			return giveUp(notAcquired(ctx, name, attempt, last))
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/adapters/memory"
+	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -189,5 +190,62 @@ func TestAcquireQueuedRefusesShortPlace(t *testing.T) {
 	}
 	if info, _ := b.Inspect(context.Background(), "l"); info.Held {
 		t.Fatal("the lock was taken")
+	}
+}
+
+// flakyQueue fails its first AcquireOrEnqueue transiently and, when
+// deafAwait is set, every AwaitTurn at once (a broken wake-up channel).
+type flakyQueue struct {
+	*memory.Backend
+	calls     atomic.Int32
+	deafAwait bool
+}
+
+func (f *flakyQueue) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, place time.Duration) (fence.Token, error) {
+	if f.calls.Add(1) == 1 {
+		return 0, lock.Transient(errors.New("connection reset"))
+	}
+	return f.Backend.AcquireOrEnqueue(ctx, name, owner, ttl, place)
+}
+
+func (f *flakyQueue) AwaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
+	if f.deafAwait {
+		return errors.New("subscription failed")
+	}
+	return f.Backend.AwaitTurn(ctx, name, owner, max)
+}
+
+// TestAcquireQueuedSurvivesFailures: a transient failure of an attempt is
+// retried after a backoff, and a wake-up channel that fails makes the
+// waiter sleep until its renewal instead of spinning.
+func TestAcquireQueuedSurvivesFailures(t *testing.T) {
+	ctx := context.Background()
+	f := &flakyQueue{Backend: memory.NewBackend(), deafAwait: true}
+	if _, err := f.Backend.Acquire(ctx, "l", "holder", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	c := lock.New(f, &lock.Options{Queue: lock.QueueOptions{PlaceTTL: 60 * time.Millisecond}})
+	got := make(chan error, 1)
+	go func() {
+		l, err := c.Acquire(ctx, "l", time.Minute)
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // a window to count calls in, not a synchronisation
+	if n := f.calls.Load(); n < 2 || n > 40 {
+		t.Fatalf("%d AcquireOrEnqueue calls in 200ms with renewals every 20ms; want a few, neither none nor a spin", n)
+	}
+	if err := f.Backend.Release(ctx, "l", "holder"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("the waiter was not served")
 	}
 }
