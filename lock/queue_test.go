@@ -249,3 +249,35 @@ func TestAcquireQueuedSurvivesFailures(t *testing.T) {
 		t.Fatal("the waiter was not served")
 	}
 }
+
+// TestDoWaitsInLine: Do acquires through the queue as Acquire does.
+func TestDoWaitsInLine(t *testing.T) {
+	ctx := context.Background()
+	b := memory.NewBackend()
+	if _, err := b.Acquire(ctx, "l", "holder", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	c := lock.New(b, nil)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- c.Do(ctx, "l", time.Minute, func(context.Context, *lock.Lease) error { return nil })
+	}()
+	deadline := time.Now().Add(waitLimit)
+	for len(b.Waiting("l")) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("Do never queued")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := b.Release(ctx, "l", "holder"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("Do was not served after the release")
+	}
+}

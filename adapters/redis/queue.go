@@ -58,6 +58,9 @@ func (b *Backend) WakeChannel(name string) string {
 // waiting, the script costs one command more than Acquire's.
 //
 // Waiting is done by AwaitTurn; a Client calls both (lock.Client.Acquire).
+// The Backend keeps a local mailbox for owner's wake-ups from the first
+// call until owner acquires or calls LeaveQueue, as the Client does when it
+// gives up.
 func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, placeTTL time.Duration) (fence.Token, error) {
 	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
 	if err != nil {

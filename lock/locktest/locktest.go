@@ -35,6 +35,12 @@
 // that an expired lease is not re-acquired with its old token by its own
 // owner (owners are random per lease, so no Client does that).
 //
+// A backend that offers queued waiting (lock.QueueBackend) gets the checks of
+// that capability from Run as well (RunQueue, QueueChecks): order of
+// service, wake-up on release and at the holder's expiry, dead and cancelled
+// waiters skipped, idempotent places. They judge wake-ups by a wide margin
+// (a woken waiter is served within 5 s, its renewal would come after 10 s).
+//
 // The checks are also exported one by one (Checks, MonotonicCheck), so that
 // the suite's own tests can show that each one fails on a backend that
 // breaks its rule.
