@@ -33,6 +33,8 @@ func QueueChecks() []Check {
 		{"QueueWakesAtHolderExpiry", checkQueueWakeAtExpiry},
 		{"QueueSkipsDeadWaiter", checkQueueSkipsDeadWaiter},
 		{"QueueSkipsCancelledWaiter", checkQueueSkipsCancelledWaiter},
+		{"QueueLeaveWakesNext", checkQueueLeaveWakesNext},
+		{"QueueKeepsEarlyWakeUp", checkQueueKeepsEarlyWakeUp},
 		{"QueuePlaceIsIdempotent", checkQueueIdempotent},
 		{"QueueAwaitTurnHonoursContext", checkAwaitTurnContext},
 		{"QueueRefusesShortPlace", checkQueueShortPlace},
@@ -387,4 +389,73 @@ func checkQueueShortPlace(ctx context.Context, b lock.Backend, ns string) error 
 		return err
 	}
 	return expectFree(ctx, b, name)
+}
+
+func checkQueueLeaveWakesNext(ctx context.Context, b lock.Backend, ns string) error {
+	q, err := asQueue(b)
+	if err != nil {
+		return err
+	}
+	name, h, first := ns+"l", owner(), owner()
+	if _, err := acquire(ctx, b, name, h, longTTL); err != nil {
+		return err
+	}
+	_, err = q.AcquireOrEnqueue(ctx, name, first, longTTL, queuePlaceTTL)
+	if err := expectIs("AcquireOrEnqueue of a held lock", err, lock.ErrHeld); err != nil {
+		return err
+	}
+	next, err := startWaiter(ctx, b, name, queuePlaceTTL, nil)
+	if err != nil {
+		return err
+	}
+	defer next.cancel()
+	// The release wakes the first in line, which leaves instead of taking
+	// the lock: its leaving must wake the next one.
+	if err := b.Release(ctx, name, h); err != nil {
+		return fmt.Errorf("Release by the holder: %w", err)
+	}
+	if err := q.LeaveQueue(ctx, name, first); err != nil {
+		return fmt.Errorf("LeaveQueue by the first in line: %w", err)
+	}
+	l, err := next.served(ctx, "the waiter behind one that left while the lock was free")
+	if err != nil {
+		return err
+	}
+	defer l.Release(context.WithoutCancel(ctx))
+	return nil
+}
+
+func checkQueueKeepsEarlyWakeUp(ctx context.Context, b lock.Backend, ns string) error {
+	q, err := asQueue(b)
+	if err != nil {
+		return err
+	}
+	name, h, a := ns+"l", owner(), owner()
+	if _, err := acquire(ctx, b, name, h, longTTL); err != nil {
+		return err
+	}
+	_, err = q.AcquireOrEnqueue(ctx, name, a, longTTL, queuePlaceTTL)
+	if err := expectIs("AcquireOrEnqueue of a held lock", err, lock.ErrHeld); err != nil {
+		return err
+	}
+	defer q.LeaveQueue(context.WithoutCancel(ctx), name, a)
+	// The wake-up is sent before the waiter starts to wait.
+	if err := b.Release(ctx, name, h); err != nil {
+		return fmt.Errorf("Release by the holder: %w", err)
+	}
+	returned := make(chan error, 1)
+	go func() { returned <- q.AwaitTurn(ctx, name, a, slowRenewal) }()
+	select {
+	case err := <-returned:
+		if err != nil {
+			return fmt.Errorf("AwaitTurn after a wake-up: %w", err)
+		}
+	case <-time.After(waitFor):
+		return fmt.Errorf("AwaitTurn called after the release that woke it did not return within %v: the wake-up was lost", waitFor)
+	}
+	tok, err := q.AcquireOrEnqueue(ctx, name, a, longTTL, queuePlaceTTL)
+	if err != nil {
+		return fmt.Errorf("AcquireOrEnqueue by the woken first in line: %w", err)
+	}
+	return first(expectHolder(ctx, b, name, a, tok), b.Release(ctx, name, a))
 }

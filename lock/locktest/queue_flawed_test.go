@@ -22,6 +22,7 @@ type queueFlaws struct {
 	placesNeverExpire bool // a waiter that stopped renewing keeps its place
 	leaveIgnored      bool // LeaveQueue does nothing
 	awaitIgnoresCtx   bool // AwaitTurn does not look at its context
+	dropsEarlyWake    bool // a wake-up sent before AwaitTurn is lost
 }
 
 type flawedQueue struct {
@@ -46,6 +47,10 @@ func (q *flawedQueue) AwaitTurn(ctx context.Context, name, owner string, max tim
 	case q.f.awaitIgnoresCtx:
 		time.Sleep(max)
 		return nil
+	case q.f.dropsEarlyWake:
+		// Forget what arrived before this call, then wait.
+		_ = q.Backend.AwaitTurn(ctx, name, owner, 0)
+		return q.Backend.AwaitTurn(ctx, name, owner, max)
 	case q.f.noWakeOnRelease:
 		t := time.NewTimer(max)
 		defer t.Stop()
@@ -63,6 +68,7 @@ func (q *flawedQueue) LeaveQueue(ctx context.Context, name, owner string) error 
 	if q.f.leaveIgnored {
 		return nil
 	}
+
 	return q.Backend.LeaveQueue(ctx, name, owner)
 }
 
@@ -141,6 +147,8 @@ func TestQueueChecksCatchFlaws(t *testing.T) {
 		{"placesNeverExpire", "QueueSkipsDeadWaiter", &flawedQueue{memory.NewBackend(), queueFlaws{placesNeverExpire: true}}},
 		{"leaveIgnored", "QueueSkipsCancelledWaiter", &flawedQueue{memory.NewBackend(), queueFlaws{leaveIgnored: true}}},
 		{"awaitIgnoresCtx", "QueueAwaitTurnHonoursContext", &flawedQueue{memory.NewBackend(), queueFlaws{awaitIgnoresCtx: true}}},
+		{"leaveIgnored/wake", "QueueLeaveWakesNext", &flawedQueue{memory.NewBackend(), queueFlaws{leaveIgnored: true}}},
+		{"dropsEarlyWake", "QueueKeepsEarlyWakeUp", &flawedQueue{memory.NewBackend(), queueFlaws{dropsEarlyWake: true}}},
 		{"noQueue", "QueueServesInArrivalOrder", memory.NewBackend()}, // hidden below: a plain Backend
 	}
 	for _, tc := range cases {
