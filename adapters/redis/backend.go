@@ -26,8 +26,9 @@ type BackendOptions struct {
 	// Prefix starts every key; DefaultPrefix when empty. A lock named n
 	// lives in "<prefix>:{n}:lease" and "<prefix>:{n}:counter", and its
 	// waiters, while there are any, in "<prefix>:{n}:queue" and
-	// "<prefix>:{n}:places", woken on the channel "<prefix>:{n}:wake"
-	// (braces and '%' in the prefix and the name are %-escaped).
+	// "<prefix>:{n}:places"; waiters are woken on their Backend's channel
+	// "<prefix>:wake:<random>" (braces and '%' in the prefix and the name
+	// are %-escaped).
 	Prefix string
 
 	// CounterIdle is how long a lock's token counter is kept after the last
@@ -85,7 +86,7 @@ func NewBackend(client Client, opts *BackendOptions) *Backend {
 		counterIdle: idle,
 		wait:        newReplicationWait(o.WaitReplicas, o.WaitTimeout),
 		reload:      newClusterReload(client),
-		waker:       newWaker(client),
+		waker:       newWaker(client, escapeKey(o.Prefix)),
 	}
 }
 

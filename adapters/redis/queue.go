@@ -42,11 +42,11 @@ func (b *Backend) PlacesKey(name string) string {
 	return b.prefix + ":{" + escapeKey(name) + "}:places"
 }
 
-// WakeChannel is the pub/sub channel on which Release wakes name's first
-// waiter: the message is that waiter's owner value.
-func (b *Backend) WakeChannel(name string) string {
-	return b.prefix + ":{" + escapeKey(name) + "}:wake"
-}
+// WakeChannel is this Backend's pub/sub channel, "<prefix>:wake:<128 random
+// bits in hex>": a release wakes the first waiter of a lock on the channel of
+// the Backend it queued through, with the message "<lease key> NUL <owner>",
+// so a wake-up reaches the one process it is for, however many wait.
+func (b *Backend) WakeChannel() string { return b.waker.channel }
 
 // AcquireOrEnqueue takes name for owner when the lock is free and nobody is
 // ahead of owner in its queue, minting the token exactly as Acquire does
@@ -72,12 +72,12 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 	if err := b.ready(ctx); err != nil {
 		return 0, err
 	}
-	channel := b.WakeChannel(name)
 	// The mailbox exists before the script runs: a release right after it
 	// finds it.
-	b.waker.open(channel, owner)
+	box := mailbox(b.LeaseKey(name), owner)
+	b.waker.open(box)
 	keys := []string{b.LeaseKey(name), b.CounterKey(name), b.QueueKey(name), b.PlacesKey(name)}
-	args := []any{owner, millis(ttl), b.counterIdle, md, millis(placeTTL), channel}
+	args := []any{owner, millis(ttl), b.counterIdle, md, millis(placeTTL), b.waker.channel}
 	var token fence.Token
 	if b.wait.on() {
 		token, err = b.acquireWait(ctx, acquireQueuedScript, name, owner, keys, args)
@@ -92,22 +92,22 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 		}
 	}
 	if err == nil {
-		b.waker.close(channel, owner)
+		b.waker.close(box)
 	}
 	return token, err
 }
 
 // AwaitTurn waits until owner is woken for name (its Release, or a waiter
 // ahead leaving while the lock is free, published on WakeChannel), max has
-// passed, or ctx ends. The first wait on a name in this process subscribes
-// to its channel and returns as soon as the subscription is confirmed, so
-// that the caller asks again and misses no release that came before it.
-// Without pub/sub (a Client that cannot Subscribe) it waits max.
+// passed, or ctx ends. The first wait through this Backend subscribes to
+// its channel and returns as soon as the subscription is confirmed, so that
+// the caller asks again and misses no release that came before it. Without
+// pub/sub (a Client that cannot Subscribe) it waits max.
 func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
 	if err := lock.ValidateName(name, owner); err != nil {
 		return err
 	}
-	return b.waker.await(ctx, b.WakeChannel(name), owner, max)
+	return b.waker.await(ctx, mailbox(b.LeaseKey(name), owner), max)
 }
 
 // LeaveQueue removes owner's place from name's queue, waking the next
@@ -116,13 +116,13 @@ func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
 	if err := lock.ValidateName(name, owner); err != nil {
 		return err
 	}
-	channel := b.WakeChannel(name)
-	b.waker.close(channel, owner)
+	b.waker.close(mailbox(b.LeaseKey(name), owner))
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
 	keys := []string{b.QueueKey(name), b.PlacesKey(name), b.LeaseKey(name)}
-	if err := leaveScript.run(ctx, b.client, resend, keys, owner, channel).Err(); err != nil {
+	waiter := owner + "\x00" + b.waker.channel // as queue.lua names it
+	if err := leaveScript.run(ctx, b.client, resend, keys, waiter).Err(); err != nil {
 		b.reload.after(err)
 		return opError("leave queue", name, err)
 	}
@@ -136,7 +136,7 @@ func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
 // and a waiter, if any, is served at its next renewal.
 func (b *Backend) releaseAndWake(ctx context.Context, name, owner string) *goredis.Cmd {
 	keys := []string{b.LeaseKey(name), b.QueueKey(name)}
-	cmd := releaseWakeScript.run(ctx, b.client, sendOnce, keys, owner, b.WakeChannel(name))
+	cmd := releaseWakeScript.run(ctx, b.client, sendOnce, keys, owner)
 	if goredis.HasErrorPrefix(cmd.Err(), "TRYAGAIN") {
 		return releaseScript.run(ctx, b.client, sendOnce, keys[:1], owner)
 	}

@@ -61,7 +61,7 @@ func TestQueueKeysShareHashTag(t *testing.T) {
 	b := fenceredis.NewBackend(testkit.Redis(t), nil)
 	name := "a}{b%"
 	want := "{" + strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(name) + "}"
-	for _, k := range []string{b.LeaseKey(name), b.CounterKey(name), b.QueueKey(name), b.PlacesKey(name), b.WakeChannel(name)} {
+	for _, k := range []string{b.LeaseKey(name), b.CounterKey(name), b.QueueKey(name), b.PlacesKey(name)} {
 		i := strings.IndexByte(k, '{')
 		j := strings.IndexByte(k[i:], '}')
 		require.Equal(t, want, k[i:i+j+1], "hash tag of %s", k)

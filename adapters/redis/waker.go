@@ -6,130 +6,126 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fencekit/fencekit/lock"
 )
 
 // subscriber is the part of go-redis that pub/sub needs: every go-redis
-// client kind has it (a cluster client subscribes on the node of the
-// channel's slot, and PUBLISH reaches every node).
+// client kind has it (a cluster client subscribes on one node, and PUBLISH
+// reaches every node).
 type subscriber interface {
 	Subscribe(ctx context.Context, channels ...string) *goredis.PubSub
 }
 
-// subscriptionLinger is how long a wake-up channel stays subscribed after
-// its last local waiter left: a lock that is contended now is likely to be
+// subscriptionLinger is how long the wake-up channel stays subscribed after
+// the last local waiter left: a lock that is contended now is likely to be
 // contended again in a moment, and subscribing anew costs a round trip.
 const subscriptionLinger = 30 * time.Second
 
 // waker delivers the wake-ups that Release publishes to the waiters of this
-// process: one pub/sub connection per Backend, shared by all of its waiters
-// and lock names, subscribed to the channels of the names someone here
-// waits for, each message handed to the mailbox of the owner it names.
+// Backend. Each Backend has a channel of its own, "<prefix>:wake:<random>",
+// which its waiters' queue entries name, so a wake-up reaches only the
+// process of the waiter it is for, however many processes wait: one pub/sub
+// connection per Backend, subscribed while someone here waits, each message
+// ("lease key NUL owner") handed to that waiter's mailbox.
 type waker struct {
-	sub subscriber // nil: the client cannot subscribe; waiters sleep
+	sub     subscriber // nil: the client cannot subscribe; waiters sleep
+	channel string
 
-	mu       sync.Mutex
-	ps       *goredis.PubSub // nil until the first subscription
-	channels map[string]*subscription
-	boxes    map[mailbox]chan struct{} // buffered (1): a wake-up waits for its reader
-}
-
-type mailbox struct{ channel, owner string }
-
-// subscription is one wake-up channel's state.
-type subscription struct {
-	boxes     int           // open mailboxes on the channel
-	sent      bool          // SUBSCRIBE was sent
-	ready     chan struct{} // closed when the server confirmed it
+	mu        sync.Mutex
+	ps        *goredis.PubSub          // nil while unsubscribed
+	boxes     map[string]chan struct{} // by message; buffered (1): a wake-up waits for its reader
+	sent      bool                     // SUBSCRIBE was sent on ps
+	ready     chan struct{}            // closed when the server confirmed it
 	confirmed bool
 	idle      *time.Timer // unsubscribes once nobody has waited for subscriptionLinger
 }
 
-func newWaker(c Client) *waker {
-	w := &waker{channels: map[string]*subscription{}, boxes: map[mailbox]chan struct{}{}}
-	if s, ok := c.(subscriber); ok {
+func newWaker(c Client, prefix string) *waker {
+	id, err := lock.NewOwner() // 128 random bits, in hex
+	if err != nil {
+		id = "0" // no wake-ups can be addressed: waiters sleep to their renewal
+	}
+	w := &waker{channel: prefix + ":wake:" + id, boxes: map[string]chan struct{}{}, ready: make(chan struct{})}
+	if s, ok := c.(subscriber); ok && err == nil {
 		w.sub = s
 	}
 	return w
 }
 
-// open makes sure owner has a mailbox on channel.
-func (w *waker) open(channel, owner string) {
+// mailbox names owner's wake-ups for the lock whose lease key is leaseKey,
+// as the scripts write them.
+func mailbox(leaseKey, owner string) string { return leaseKey + "\x00" + owner }
+
+// open makes sure the mailbox exists.
+func (w *waker) open(box string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	k := mailbox{channel, owner}
-	if _, ok := w.boxes[k]; ok {
+	if _, ok := w.boxes[box]; ok {
 		return
 	}
-	w.boxes[k] = make(chan struct{}, 1)
-	s := w.channels[channel]
-	if s == nil {
-		s = &subscription{ready: make(chan struct{})}
-		w.channels[channel] = s
-	}
-	s.boxes++
-	if s.idle != nil {
-		s.idle.Stop()
-		s.idle = nil
+	w.boxes[box] = make(chan struct{}, 1)
+	if w.idle != nil {
+		w.idle.Stop()
+		w.idle = nil
 	}
 }
 
-// close removes owner's mailbox on channel, if any.
-func (w *waker) close(channel, owner string) {
+// close removes the mailbox, if any; the subscription lingers.
+func (w *waker) close(box string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	k := mailbox{channel, owner}
-	if _, ok := w.boxes[k]; !ok {
+	if _, ok := w.boxes[box]; !ok {
 		return
 	}
-	delete(w.boxes, k)
-	s := w.channels[channel]
-	s.boxes--
-	if s.boxes > 0 {
-		return
+	delete(w.boxes, box)
+	if len(w.boxes) == 0 && w.ps != nil && w.idle == nil {
+		w.idle = time.AfterFunc(subscriptionLinger, w.unsubscribeIdle)
 	}
-	if !s.sent {
-		delete(w.channels, channel)
-		return
-	}
-	s.idle = time.AfterFunc(subscriptionLinger, func() { w.unsubscribeIdle(channel, s) })
 }
 
-// await waits for a wake-up in owner's mailbox on channel, at most max.
-func (w *waker) await(ctx context.Context, channel, owner string, max time.Duration) error {
+// await waits for a wake-up in box, at most max. The first wait subscribes
+// and returns once the server confirmed it: a wake-up published before then
+// was missed, so the caller asks again instead of waiting for it.
+func (w *waker) await(ctx context.Context, box string, max time.Duration) error {
 	w.mu.Lock()
-	box := w.boxes[mailbox{channel, owner}]
-	s := w.channels[channel]
-	if box == nil || w.sub == nil {
+	ch := w.boxes[box]
+	if ch == nil || w.sub == nil {
 		w.mu.Unlock()
 		return pause(ctx, nil, max) // nothing can wake it: wait for the renewal
 	}
-	subscribe := !s.sent
-	s.sent = true
-	if subscribe && w.ps == nil {
-		w.ps = w.sub.Subscribe(context.WithoutCancel(ctx))
-		go w.dispatch(w.ps.ChannelWithSubscriptions())
+	subscribe := !w.sent
+	if subscribe {
+		w.sent = true
+		if w.ps == nil {
+			w.ps = w.sub.Subscribe(context.WithoutCancel(ctx))
+			go w.dispatch(w.ps, w.ps.ChannelWithSubscriptions())
+		}
 	}
-	ps, ready, confirmed := w.ps, s.ready, s.confirmed
+	ps, ready, confirmed := w.ps, w.ready, w.confirmed
 	w.mu.Unlock()
 
 	if subscribe {
-		if err := ps.Subscribe(ctx, channel); err != nil {
+		if err := ps.Subscribe(ctx, w.channel); err != nil {
 			w.mu.Lock()
-			s.sent = false
+			w.sent = false
 			w.mu.Unlock()
 			return err
 		}
 	}
 	if !confirmed {
-		// Return once subscribed: a release published before then was
-		// missed, so the caller asks again instead of waiting for it.
 		return pause(ctx, ready, max)
 	}
-	return pause(ctx, box, max)
+	return pause(ctx, ch, max)
 }
 
 // pause waits for ch (nil: never), max or the end of ctx.
 func pause(ctx context.Context, ch <-chan struct{}, max time.Duration) error {
+	select {
+	case <-ch: // a wake-up that came first counts, even when max is 0
+		return nil
+	default:
+	}
 	t := time.NewTimer(max)
 	defer t.Stop()
 	select {
@@ -142,24 +138,26 @@ func pause(ctx context.Context, ch <-chan struct{}, max time.Duration) error {
 	}
 }
 
-// dispatch hands each message to its mailbox and marks subscriptions
-// confirmed, until the PubSub is closed. go-redis reconnects and
-// resubscribes by itself; a wake-up published while it does is lost, and
-// the waiter's renewal serves it instead.
-func (w *waker) dispatch(msgs <-chan any) {
+// dispatch hands each message to its mailbox and marks the subscription
+// confirmed, until ps is closed. go-redis reconnects and resubscribes by
+// itself; a wake-up published while it does is lost, and the waiter's
+// renewal serves it instead.
+func (w *waker) dispatch(ps *goredis.PubSub, msgs <-chan any) {
 	for m := range msgs {
 		w.mu.Lock()
-		switch m := m.(type) {
-		case *goredis.Subscription:
-			if s := w.channels[m.Channel]; s != nil && m.Kind == "subscribe" && !s.confirmed {
-				s.confirmed = true
-				close(s.ready)
-			}
-		case *goredis.Message:
-			if box := w.boxes[mailbox{m.Channel, m.Payload}]; box != nil {
-				select {
-				case box <- struct{}{}:
-				default: // a wake-up is already waiting
+		if w.ps == ps {
+			switch m := m.(type) {
+			case *goredis.Subscription:
+				if m.Kind == "subscribe" && !w.confirmed {
+					w.confirmed = true
+					close(w.ready)
+				}
+			case *goredis.Message:
+				if box := w.boxes[m.Payload]; box != nil {
+					select {
+					case box <- struct{}{}:
+					default: // a wake-up is already waiting
+					}
 				}
 			}
 		}
@@ -167,30 +165,16 @@ func (w *waker) dispatch(msgs <-chan any) {
 	}
 }
 
-// unsubscribeIdle drops channel's subscription if nobody waited on it for
-// subscriptionLinger, and closes the connection when no channel is left.
-func (w *waker) unsubscribeIdle(channel string, s *subscription) {
+// unsubscribeIdle closes the pub/sub connection if nobody waited for
+// subscriptionLinger.
+func (w *waker) unsubscribeIdle() {
 	w.mu.Lock()
-	if w.channels[channel] != s || s.boxes > 0 {
+	if len(w.boxes) > 0 || w.ps == nil {
 		w.mu.Unlock()
 		return
 	}
-	delete(w.channels, channel)
 	ps := w.ps
-	last := len(w.channels) == 0
-	if last {
-		w.ps = nil
-	}
-	defer w.mu.Unlock()
-	if ps == nil {
-		return
-	}
-	if last {
-		_ = ps.Close()
-		return
-	}
-	// Under w.mu, so that a new SUBSCRIBE to the channel goes after it.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = ps.Unsubscribe(ctx, channel)
+	w.ps, w.sent, w.confirmed, w.ready, w.idle = nil, false, false, make(chan struct{}), nil
+	w.mu.Unlock()
+	_ = ps.Close()
 }

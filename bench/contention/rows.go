@@ -71,9 +71,23 @@ func Rows(rc *goredis.Client) []Row {
 		}}
 	}
 	rs := redsync.New(redsyncgoredis.NewPool(rc))
+	// Each worker a process of its own: its own go-redis client, Backend
+	// and pub/sub connection.
+	perWorker := Row{Name: "fencekit Redis, queued, a client per worker", Redis: rc, New: func(lockName string, _ int) (Locker, error) {
+		own := goredis.NewClient(&goredis.Options{Addr: rc.Options().Addr, PoolSize: 4})
+		c := lock.New(fenceredis.NewBackend(own, &fenceredis.BackendOptions{Prefix: "fkcontention"}), nil)
+		return lockerFunc(func(ctx context.Context) (func(context.Context) error, error) {
+			l, err := c.Acquire(ctx, lockName, TTL)
+			if err != nil {
+				return nil, err
+			}
+			return l.Release, nil
+		}), nil
+	}}
 	return append(rows,
 		fencekit("fencekit Redis, polling (before)", b, rc, true),
 		fencekit("fencekit Redis, queued (after)", b, rc, false),
+		perWorker,
 		redislockRow("bsm/redislock, linear 10ms", redislock.LinearBackoff(10*time.Millisecond)),
 		redislockRow("bsm/redislock, exponential 10ms..1s", redislock.ExponentialBackoff(10*time.Millisecond, time.Second)),
 		Row{Name: "go-redsync (its default retry delay)", Redis: rc, New: func(lockName string, _ int) (Locker, error) {

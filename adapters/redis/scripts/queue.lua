@@ -5,11 +5,16 @@
 --
 -- KEYS[1]  the lease hash   prefix:{name}:lease
 -- KEYS[2]  the counter      prefix:{name}:counter
--- KEYS[3]  the queue        prefix:{name}:queue   sorted set: owner -> arrival number
--- KEYS[4]  the places       prefix:{name}:places  sorted set: owner -> place expiry, server ms
+-- KEYS[3]  the queue        prefix:{name}:queue   sorted set: waiter -> arrival number
+-- KEYS[4]  the places       prefix:{name}:places  sorted set: waiter -> place expiry, server ms
 -- ARGV[1..4]  as acquire.lua: owner, lease TTL ms, counter idle ms, metadata
 -- ARGV[5]  place TTL in milliseconds
--- ARGV[6]  the wake-up channel prefix:{name}:wake (a channel, not a key)
+-- ARGV[6]  the caller's wake-up channel (one per Backend, a channel, not a key)
+--
+-- A waiter is the string owner .. NUL .. its wake-up channel (an owner
+-- never contains NUL), so that a release knows where to send its wake-up:
+-- only the waiter's own process hears it, whatever the number of waiters
+-- (see wake() below, and release_wake.lua).
 --
 -- Replies as acquire.lua: the token (a decimal string) when the caller took
 -- or holds the lock; otherwise an integer, the holder's remaining PTTL (at
@@ -31,7 +36,15 @@ if redis.REDIS_VERSION_NUM == nil and redis.replicate_commands then
   pcall(redis.replicate_commands) -- Redis 3.2 to 4: TIME before writes
 end
 
-local me = ARGV[1]
+local me = ARGV[1] .. '\0' .. ARGV[6]
+
+-- wake publishes "lease key NUL owner" on waiter w's channel.
+local function wake(w)
+  local cut = string.find(w, '\0', 1, true)
+  if cut then
+    redis.call('PUBLISH', string.sub(w, cut + 1), KEYS[1] .. '\0' .. string.sub(w, 1, cut - 1))
+  end
+end
 local now -- server time in ms, read when needed
 local function clock()
   if not now then
@@ -73,14 +86,14 @@ if head and head ~= me then
     redis.call('ZREM', KEYS[3], head) -- even without a place entry
     head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
     if head and head ~= me and redis.call('EXISTS', KEYS[1]) == 0 then
-      redis.call('PUBLISH', ARGV[6], head)
+      wake(head)
     end
   end
 end
 
 if head and head ~= me then
   local holder = redis.call('HGET', KEYS[1], 'owner')
-  if holder == me then
+  if holder == ARGV[1] then
     return acquire() -- the holder renewing through the queue: same token
   end
   enqueue()
