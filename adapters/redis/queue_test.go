@@ -50,6 +50,9 @@ func TestQueueRoundTrips(t *testing.T) {
 	require.Equal(t, 1, n, "Release: %v", sent)
 	require.Equal(t, []string{"evalsha"}, sent)
 
+	subs, err := shared.PubSubNumSub(ctx, b.WakeChannel()).Result()
+	require.NoError(t, err)
+	require.Zero(t, subs[b.WakeChannel()], "subscribers of the wake-up channel with nobody waiting")
 	for _, k := range []string{b.QueueKey("job"), b.PlacesKey("job"), b.QueueKey("warm"), b.PlacesKey("warm")} {
 		require.Zero(t, shared.Exists(ctx, k).Val(), "%s left behind", k)
 	}
