@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/fencekit/fencekit/internal/testkit/require"
 
@@ -127,5 +130,64 @@ func TestQueueWithoutPubSub(t *testing.T) {
 		require.NoError(t, err)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiter was not served at its renewal")
+	}
+}
+
+// TestQueueWakesAcrossBackends: waiters in different processes (each its
+// own Backend, client and wake-up channel) are served in arrival order, each
+// woken by the previous holder's release in another process, well before
+// their renewal (every 10 s).
+func TestQueueWakesAcrossBackends(t *testing.T) {
+	t.Parallel()
+	shared := testkit.Redis(t)
+	ctx := testCtx(t)
+	prefix := testkit.RedisPrefix(t, shared)
+	newBackend := func() *fenceredis.Backend {
+		c := goredis.NewClient(shared.Options())
+		t.Cleanup(func() { _ = c.Close() })
+		return fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: prefix})
+	}
+	holderB := newBackend()
+	holder := newOwner(t)
+	_, err := holderB.Acquire(ctx, "l", holder, time.Minute)
+	require.NoError(t, err)
+	const n = 3
+	served := make(chan int, n)
+	for i := range n {
+		b := newBackend()
+		require.NotEqual(t, holderB.WakeChannel(), b.WakeChannel())
+		queued := make(chan struct{})
+		var once atomic.Bool
+		c := lock.New(b, &lock.Options{
+			Queue: lock.QueueOptions{PlaceTTL: 30 * time.Second},
+			Observer: func(e lock.Event) {
+				if e.Kind == lock.EventRetrying && once.CompareAndSwap(false, true) {
+					close(queued)
+				}
+			},
+		})
+		go func() {
+			l, err := c.Acquire(ctx, "l", time.Minute)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			served <- i
+			_ = l.Release(context.WithoutCancel(ctx))
+		}()
+		select {
+		case <-queued:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a waiter never queued")
+		}
+	}
+	require.NoError(t, holderB.Release(ctx, "l", holder))
+	for want := range n {
+		select {
+		case got := <-served:
+			require.Equal(t, want, got, "order of service")
+		case <-time.After(5 * time.Second):
+			t.Fatalf("waiter %d not served within 5s: not woken", want)
+		}
 	}
 }
