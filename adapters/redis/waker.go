@@ -31,6 +31,7 @@ const subscriptionLinger = 30 * time.Second
 type waker struct {
 	sub     subscriber // nil: the client cannot subscribe; waiters sleep
 	channel string
+	linger  time.Duration // subscriptionLinger; shorter in tests
 
 	mu        sync.Mutex
 	ps        *goredis.PubSub          // nil while unsubscribed
@@ -46,7 +47,7 @@ func newWaker(c Client, prefix string) *waker {
 	if err != nil {
 		id = "0" // no wake-ups can be addressed: waiters sleep to their renewal
 	}
-	w := &waker{channel: prefix + ":wake:" + id, boxes: map[string]chan struct{}{}, ready: make(chan struct{})}
+	w := &waker{channel: prefix + ":wake:" + id, linger: subscriptionLinger, boxes: map[string]chan struct{}{}, ready: make(chan struct{})}
 	if s, ok := c.(subscriber); ok && err == nil {
 		w.sub = s
 	}
@@ -80,7 +81,7 @@ func (w *waker) close(box string) {
 	}
 	delete(w.boxes, box)
 	if len(w.boxes) == 0 && w.ps != nil && w.idle == nil {
-		w.idle = time.AfterFunc(subscriptionLinger, w.unsubscribeIdle)
+		w.idle = time.AfterFunc(w.linger, w.unsubscribeIdle)
 	}
 }
 
