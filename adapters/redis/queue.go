@@ -55,7 +55,8 @@ func (b *Backend) WakeChannel() string { return b.waker.channel }
 // tail when it has none) for placeTTL on the server's clock and returns a
 // *lock.HeldError with the holder's remaining TTL when owner is first in
 // line, 0 otherwise. It is one script and one round trip; with nobody
-// waiting, the script costs one command more than Acquire's.
+// waiting, the script costs one command more than Acquire's. With
+// BackendOptions.WaitReplicas it waits for the replicas as Acquire does.
 //
 // Waiting is done by AwaitTurn; a Client calls both (lock.Client.Acquire).
 // The Backend keeps a local mailbox for owner's wake-ups from the first

@@ -118,3 +118,31 @@ func TestQueueSurvivesCutConnections(t *testing.T) {
 	collect(t, served, 3, first, 20*time.Second)
 	done.Wait()
 }
+
+// TestQueueWaitReplicas: with WaitReplicas set, a queued acquire waits for
+// the replica as a plain one does: the lease is on the replica when it
+// returns, and with the replica down it fails with ErrReplication and
+// leaves no lease behind.
+func TestQueueWaitReplicas(t *testing.T) {
+	t.Parallel()
+	primary, replica := testkit.NewRedisReplicated(t)
+	c := primary.Client(t)
+	ctx := testCtx(t)
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{WaitReplicas: 1, WaitTimeout: 2 * time.Second})
+	short := fenceredis.NewBackend(c, &fenceredis.BackendOptions{WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond})
+
+	o := newOwner(t)
+	tok, err := b.AcquireOrEnqueue(ctx, "job", o, time.Minute, time.Minute)
+	require.NoError(t, err)
+	onReplica, err := replica.Client(t).HGet(ctx, b.LeaseKey("job"), "token").Result()
+	require.NoError(t, err)
+	require.Equal(t, tok.String(), onReplica)
+	require.NoError(t, b.Release(ctx, "job", o))
+
+	replica.Stop()
+	_, err = short.AcquireOrEnqueue(ctx, "job", newOwner(t), time.Minute, time.Minute)
+	require.ErrorIs(t, err, fenceredis.ErrReplication)
+	info, err := b.Inspect(ctx, "job")
+	require.NoError(t, err)
+	require.False(t, info.Held, "the unacknowledged lease was released: %+v", info)
+}
