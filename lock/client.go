@@ -37,6 +37,14 @@ func NewOwner() (string, error) {
 // attempt failed otherwise, ErrNotAcquired and the attempt's error. Its ttl
 // and opts are checked as Acquire's; it makes one attempt whatever
 // WithMaxAttempts says.
+//
+// TryAcquire does not queue, even on a backend with queued waiting
+// (QueueBackend), and it may take a free lock ahead of waiters in line: the
+// lock is free only in the moment between a release and the first waiter's
+// arrival, so that barging costs a waiter at most one turn, while refusing
+// would make TryAcquire read the queue (one more step on every uncontended
+// call) and fail on a lock that nobody holds. An Acquire limited to one
+// attempt does the same.
 func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration, opts ...CallOption) (*Lease, error) {
 	cc, keepAlive, err := c.forCall(false, opts)
 	if err != nil {
@@ -45,8 +53,12 @@ func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration,
 	return cc.acquire(ctx, name, ttl, 1, keepAlive)
 }
 
-// Acquire blocks until it acquires the lock name for ttl, retrying with
-// exponential backoff and full jitter. It retries only while the lock is
+// Acquire blocks until it acquires the lock name for ttl. On a backend with
+// queued waiting (QueueBackend) it waits in line: it is served after the
+// waiters that arrived before it and woken when the lock is released or its
+// holder's lease expires (see acquireQueued and QueueOptions); every request
+// counts as an attempt. Otherwise, or with QueueOptions.Polling, it retries
+// with exponential backoff and full jitter. It retries only while the lock is
 // held by another owner or an attempt failed transiently (Retryable), and
 // reports each retry to the Observer as EventRetrying. It gives up with an
 // error matching ErrNotAcquired and the last attempt's error:
@@ -92,6 +104,9 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 	}
 	if err := c.opts.checkTTL(ttl, keepAlive); err != nil {
 		return nil, err
+	}
+	if q, ok := c.queue(maxAttempts); ok { // queued waiting: lock/queue.go
+		return c.acquireQueued(ctx, q, name, owner, ttl, maxAttempts, keepAlive)
 	}
 	var (
 		last      error

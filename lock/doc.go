@@ -2,11 +2,13 @@
 // token.
 //
 // A Client drives any Backend (adapters/memory, adapters/redis,
-// adapters/postgres, or your own). Client.Acquire retries with exponential
-// backoff and full jitter until the context ends, an attempt limit is
-// reached, or the backend has given no answer for Options.MaxUnreachable (a
-// minute by default; waiting for a holder is not limited by it);
-// Client.TryAcquire makes one attempt; Client.Do acquires, keeps the
+// adapters/postgres, or your own). Client.Acquire waits in line on a backend
+// with queued waiting (QueueBackend: served in arrival order, woken by the
+// release), and elsewhere retries with exponential backoff and full jitter,
+// until the context ends, an attempt limit is reached, or the backend has
+// given no answer for Options.MaxUnreachable (a minute by default; waiting
+// for a holder is not limited by it); Client.TryAcquire makes one attempt;
+// Client.Do acquires, keeps the
 // lease alive, runs a function with a context that is cancelled if the lease
 // is lost, and releases afterwards; Client.TryDo does the same only if the
 // lock is free now. Per-call options (WithMaxAttempts, WithMaxUnreachable,

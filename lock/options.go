@@ -66,6 +66,10 @@ type Options struct {
 	// that keeps no metadata ignores it.
 	Metadata string
 
+	// Queue configures queued waiting on a backend that offers it
+	// (QueueBackend): Acquire and Do then wait in line instead of polling.
+	Queue QueueOptions
+
 	// Observer, when set, is called for every event: those of a lease
 	// (acquired, extended, renewal failed, released, lost, stale) and each
 	// acquire attempt that failed and will be retried.

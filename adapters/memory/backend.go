@@ -20,6 +20,7 @@ type Backend struct {
 	mu     sync.Mutex
 	leases map[string]lease
 	last   map[string]fence.Token // the highest token ever minted per name
+	queues map[string][]*place    // the waiters per name, first in line first (queue.go)
 }
 
 type lease struct {
@@ -31,7 +32,7 @@ type lease struct {
 
 // NewBackend returns an empty Backend on the real clock.
 func NewBackend() *Backend {
-	return &Backend{now: time.Now, leases: map[string]lease{}, last: map[string]fence.Token{}}
+	return &Backend{now: time.Now, leases: map[string]lease{}, last: map[string]fence.Token{}, queues: map[string][]*place{}}
 }
 
 // live returns the live lease on name, if any. The caller holds b.mu.
@@ -68,10 +69,16 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 		b.leases[name] = l
 		return l.token, nil
 	}
+	return b.take(name, owner, ttl, md, now), nil
+}
+
+// take gives the free lock name to owner with a new token. The caller holds
+// b.mu.
+func (b *Backend) take(name, owner string, ttl time.Duration, md string, now time.Time) fence.Token {
 	token := b.last[name] + 1
 	b.last[name] = token
 	b.leases[name] = lease{owner: owner, token: token, expires: now.Add(ttl), metadata: md}
-	return token, nil
+	return token
 }
 
 // Extend renews owner's lease on name for ttl from now.
@@ -109,6 +116,7 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 		return notHeld(name)
 	}
 	delete(b.leases, name)
+	b.wakeFirst(name, b.now())
 	return nil
 }
 
@@ -131,12 +139,14 @@ func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
 }
 
 // Expire ends the lease on name at once, as if its TTL had run out. The next
-// token stays above every earlier one. Tests use it to simulate expiry
-// without waiting.
+// token stays above every earlier one, and the first waiter in line is woken
+// (as it would have woken itself at the end of the TTL). Tests use it to
+// simulate expiry without waiting.
 func (b *Backend) Expire(name string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.leases, name)
+	b.wakeFirst(name, b.now())
 }
 
 func notHeld(name string) error {

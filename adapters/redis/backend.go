@@ -24,8 +24,11 @@ const DefaultCounterIdle = 7 * 24 * time.Hour
 // defaults.
 type BackendOptions struct {
 	// Prefix starts every key; DefaultPrefix when empty. A lock named n
-	// lives in "<prefix>:{n}:lease" and "<prefix>:{n}:counter" (braces and
-	// '%' in the prefix and the name are %-escaped).
+	// lives in "<prefix>:{n}:lease" and "<prefix>:{n}:counter", and its
+	// waiters, while there are any, in "<prefix>:{n}:queue" and
+	// "<prefix>:{n}:places"; waiters are woken on their Backend's channel
+	// "<prefix>:wake:<random>" (braces and '%' in the prefix and the name
+	// are %-escaped).
 	Prefix string
 
 	// CounterIdle is how long a lock's token counter is kept after the last
@@ -57,6 +60,7 @@ type Backend struct {
 	counterIdle any // int64 milliseconds, 0: never expires; boxed once, not per call
 	wait        replicationWait
 	reload      *clusterReload // nil unless client is a cluster
+	waker       *waker         // wake-ups for queued waiters (queue.go)
 }
 
 // NewBackend returns a Backend that keeps its leases in client. opts may be
@@ -82,6 +86,7 @@ func NewBackend(client Client, opts *BackendOptions) *Backend {
 		counterIdle: idle,
 		wait:        newReplicationWait(o.WaitReplicas, o.WaitTimeout),
 		reload:      newClusterReload(client),
+		waker:       newWaker(client, escapeKey(o.Prefix)),
 	}
 }
 
@@ -117,7 +122,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	keys := []string{b.LeaseKey(name), b.CounterKey(name)}
 	args := []any{owner, millis(ttl), b.counterIdle, md}
 	if b.wait.on() {
-		return b.acquireWait(ctx, name, owner, keys, args)
+		return b.acquireWait(ctx, acquireScript, name, owner, keys, args)
 	}
 	reply, err := acquireScript.run(ctx, b.client, resend, keys, args...).Result()
 	if err != nil {
@@ -202,7 +207,7 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 }
 
 func (b *Backend) release(ctx context.Context, name, owner string) error {
-	n, err := releaseScript.run(ctx, b.client, sendOnce, []string{b.LeaseKey(name)}, owner).Int64()
+	n, err := b.releaseAndWake(ctx, name, owner).Int64() // queue.go
 	if err != nil {
 		b.reload.after(err) // not resent: the caller's next call goes to the new map
 		return opError("release", name, err)

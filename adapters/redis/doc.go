@@ -32,6 +32,13 @@
 // below 2^53), as two halves of at most ten digits, each exact, where they
 // tie; no token above 2^53 is ever computed with a double.
 //
+// A Backend offers queued waiting (lock.QueueBackend), which lock.Client's
+// Acquire and Do use: waiters line up in a sorted set per lock, their places
+// expiring on the server's clock unless renewed, and a release wakes the
+// first of them by PUBLISH on the channel of the Backend it queued through,
+// which that Backend's one pub/sub connection receives (see AcquireOrEnqueue, AwaitTurn and
+// docs/patterns.md).
+//
 // docs/redis.md describes the key layout, each script, the durability
 // trade-offs and what the optional replication wait (WAIT) does and does not
 // give.

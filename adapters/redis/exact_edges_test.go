@@ -134,7 +134,8 @@ func TestAcquireCounterPaths(t *testing.T) {
 // the test's own, the commands each script runs inside Redis: they decide
 // the server time per operation, which decides throughput once Redis is
 // saturated (docs/benchmarks.md). The common acquire is five, a release or
-// a fenced write two.
+// a fenced write two; a queued acquire with nobody waiting is the acquire's
+// five and one more (a look at the empty queue).
 func TestCommandsPerOperation(t *testing.T) {
 	t.Parallel()
 	srv := testkit.NewRedisServer(t)
@@ -146,6 +147,9 @@ func TestCommandsPerOperation(t *testing.T) {
 
 	// Warm up: every script cached, the counter and the record exist.
 	_, err := b.Acquire(ctx, "job", a, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, b.Release(ctx, "job", a))
+	_, err = b.AcquireOrEnqueue(ctx, "job", a, time.Minute, time.Minute) // caches queue.lua
 	require.NoError(t, err)
 	require.NoError(t, b.Release(ctx, "job", a))
 	require.NoError(t, s.Put(ctx, "k", 1, []byte("v")))
@@ -190,7 +194,14 @@ func TestCommandsPerOperation(t *testing.T) {
 		}
 		return nil
 	}, map[string]int64{"hget": 1, "pttl": 1})
-	count("release", func() error { return b.Release(ctx, "job", a) }, map[string]int64{"hget": 1, "del": 1})
+	// hmget: the owner, and whether anyone waits to be woken (queue.go).
+	count("release", func() error { return b.Release(ctx, "job", a) }, map[string]int64{"hmget": 1, "del": 1})
+	// Queued acquire with nobody waiting: acquire's commands and one zrange.
+	count("acquire or enqueue (free, nobody waits)", func() error {
+		_, err := b.AcquireOrEnqueue(ctx, "job", a, time.Minute, time.Minute)
+		return err
+	}, map[string]int64{"zrange": 1, "hget": 1, "time": 1, "set": 1, "hset": 1, "pexpire": 1})
+	require.NoError(t, b.Release(ctx, "job", a))
 	count("Store.Put", func() error { return s.Put(ctx, "k", 2, []byte("v")) }, map[string]int64{"hget": 1, "hset": 1})
 }
 

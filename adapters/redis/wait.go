@@ -246,8 +246,8 @@ func askTarget(ctx context.Context, c Client, ask error) *goredis.Client {
 // acquireWait runs the acquire script and WAIT in one pipeline, so that WAIT
 // counts the replicas that have the new lease; if too few acknowledge, it
 // releases the lease again.
-func (b *Backend) acquireWait(ctx context.Context, name, owner string, keys []string, args []any) (fence.Token, error) {
-	res, err := b.wait.run(ctx, b.client, acquireScript, resend, keys, args)
+func (b *Backend) acquireWait(ctx context.Context, script *script, name, owner string, keys []string, args []any) (fence.Token, error) {
+	res, err := b.wait.run(ctx, b.client, script, resend, keys, args)
 	if err != nil {
 		b.reload.after(err)
 		// Nothing ran, or the context ended with the outcome unknown:

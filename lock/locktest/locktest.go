@@ -39,6 +39,12 @@
 // another holder in between, it must get a new token above every earlier
 // one, never its old one back.
 //
+// A backend that offers queued waiting (lock.QueueBackend) gets the checks of
+// that capability from Run as well (RunQueue, QueueChecks): order of
+// service, wake-up on release and at the holder's expiry, dead and cancelled
+// waiters skipped, idempotent places. They judge wake-ups by a wide margin
+// (a woken waiter is served within 5 s, its renewal would come after 10 s).
+//
 // The checks are also exported one by one (Checks, MonotonicCheck), so that
 // the suite's own tests can show that each one fails on a backend that
 // breaks its rule.
@@ -66,8 +72,10 @@ type Check struct {
 // Timeout bounds each check.
 const Timeout = 30 * time.Second
 
-// Run runs every check as a subtest of t. newBackend is called once per
-// check; it may return the same backend each time.
+// Run runs every check as a subtest of t, and, when the backend implements
+// lock.QueueBackend, the checks of that capability (RunQueue). newBackend is
+// called once per check and once more to see which the backend is; it may
+// return the same backend each time.
 func Run(t *testing.T, newBackend func(t *testing.T) lock.Backend) {
 	t.Helper()
 	for _, c := range Checks() {
@@ -79,6 +87,9 @@ func Run(t *testing.T, newBackend func(t *testing.T) lock.Backend) {
 				t.Fatal(err)
 			}
 		})
+	}
+	if _, ok := newBackend(t).(lock.QueueBackend); ok {
+		RunQueue(t, newBackend) // the optional capability, when the backend has it
 	}
 }
 

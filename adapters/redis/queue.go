@@ -1,0 +1,145 @@
+package redis
+
+import (
+	"context"
+	_ "embed"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock"
+)
+
+var _ lock.QueueBackend = (*Backend)(nil)
+
+// The queue's scripts. queue.lua runs after acquire.lua, wrapped as a
+// function, so that a queued acquire mints its token with the very code of
+// a plain one. release_wake.lua is release.lua that also wakes the first
+// waiter.
+var (
+	//go:embed scripts/queue.lua
+	queueLua string
+	//go:embed scripts/release_wake.lua
+	releaseWakeLua string
+	//go:embed scripts/leave.lua
+	leaveLua string
+
+	acquireQueuedScript = newScript("local function acquire()\n" + acquireLua + "\nend\n" + queueLua)
+	releaseWakeScript   = newScript(releaseWakeLua)
+	leaveScript         = newScript(leaveLua)
+)
+
+// QueueKey is the key of the sorted set of name's waiters, by arrival. It
+// shares the hash tag of LeaseKey.
+func (b *Backend) QueueKey(name string) string {
+	return b.prefix + ":{" + escapeKey(name) + "}:queue"
+}
+
+// PlacesKey is the key of the sorted set of name's waiters by the expiry of
+// their places, in server milliseconds.
+func (b *Backend) PlacesKey(name string) string {
+	return b.prefix + ":{" + escapeKey(name) + "}:places"
+}
+
+// WakeChannel is this Backend's pub/sub channel, "<prefix>:wake:<128 random
+// bits in hex>": a release wakes the first waiter of a lock on the channel of
+// the Backend it queued through, with the message "<lease key> NUL <owner>",
+// so a wake-up reaches the one process it is for, however many wait.
+func (b *Backend) WakeChannel() string { return b.waker.channel }
+
+// AcquireOrEnqueue takes name for owner when the lock is free and nobody is
+// ahead of owner in its queue, minting the token exactly as Acquire does
+// (the same script code, in the same script run), or extends owner's own
+// lease; otherwise it keeps owner's place in the queue (adding it at the
+// tail when it has none) for placeTTL on the server's clock and returns a
+// *lock.HeldError with the holder's remaining TTL when owner is first in
+// line, 0 otherwise. It is one script and one round trip; with nobody
+// waiting, the script costs one command more than Acquire's. With
+// BackendOptions.WaitReplicas it waits for the replicas as Acquire does.
+//
+// Waiting is done by AwaitTurn; a Client calls both (lock.Client.Acquire).
+// The Backend keeps a local mailbox for owner's wake-ups from the first
+// call until owner acquires or calls LeaveQueue, as the Client does when it
+// gives up.
+func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, placeTTL time.Duration) (fence.Token, error) {
+	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
+	if err != nil {
+		return 0, err
+	}
+	if err := lock.ValidatePlace(name, owner, ttl, placeTTL); err != nil {
+		return 0, err
+	}
+	if err := b.ready(ctx); err != nil {
+		return 0, err
+	}
+	// The mailbox exists before the script runs: a release right after it
+	// finds it.
+	box := mailbox(b.LeaseKey(name), owner)
+	b.waker.open(box)
+	keys := []string{b.LeaseKey(name), b.CounterKey(name), b.QueueKey(name), b.PlacesKey(name)}
+	args := []any{owner, millis(ttl), b.counterIdle, md, millis(placeTTL), b.waker.channel}
+	var token fence.Token
+	if b.wait.on() {
+		token, err = b.acquireWait(ctx, acquireQueuedScript, name, owner, keys, args)
+	} else {
+		var reply any
+		reply, err = acquireQueuedScript.run(ctx, b.client, resend, keys, args...).Result()
+		if err != nil {
+			b.reload.after(err)
+			err = acquireError(name, err)
+		} else {
+			token, err = parseAcquire(name, reply)
+		}
+	}
+	if err == nil {
+		b.waker.close(box)
+	}
+	return token, err
+}
+
+// AwaitTurn waits until owner is woken for name (its Release, or a waiter
+// ahead leaving while the lock is free, published on WakeChannel), max has
+// passed, or ctx ends. The first wait through this Backend subscribes to
+// its channel and returns as soon as the subscription is confirmed, so that
+// the caller asks again and misses no release that came before it. Without
+// pub/sub (a Client that cannot Subscribe) it waits max.
+func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
+	if err := lock.ValidateName(name, owner); err != nil {
+		return err
+	}
+	return b.waker.await(ctx, mailbox(b.LeaseKey(name), owner), max)
+}
+
+// LeaveQueue removes owner's place from name's queue, waking the next
+// waiter when owner was first in line and the lock is free.
+func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
+	if err := lock.ValidateName(name, owner); err != nil {
+		return err
+	}
+	b.waker.close(mailbox(b.LeaseKey(name), owner))
+	if err := b.ready(ctx); err != nil {
+		return err
+	}
+	keys := []string{b.QueueKey(name), b.PlacesKey(name), b.LeaseKey(name)}
+	waiter := owner + "\x00" + b.waker.channel // as queue.lua names it
+	if err := leaveScript.run(ctx, b.client, resend, keys, waiter).Err(); err != nil {
+		b.reload.after(err)
+		return opError("leave queue", name, err)
+	}
+	return nil
+}
+
+// releaseAndWake is Release's script: compare-and-delete, then a wake-up for
+// the first waiter in line. During a Cluster slot migration a script over
+// two keys of which one is missing (the queue, when nobody waits) is refused
+// with TRYAGAIN before it runs; then the one-key release.lua is sent instead,
+// and a waiter, if any, is served at its next renewal.
+func (b *Backend) releaseAndWake(ctx context.Context, name, owner string) *goredis.Cmd {
+	keys := []string{b.LeaseKey(name), b.QueueKey(name)}
+	cmd := releaseWakeScript.run(ctx, b.client, sendOnce, keys, owner)
+	if goredis.HasErrorPrefix(cmd.Err(), "TRYAGAIN") {
+		return releaseScript.run(ctx, b.client, sendOnce, keys[:1], owner)
+	}
+	return cmd
+}

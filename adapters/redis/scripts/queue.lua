@@ -1,0 +1,123 @@
+-- queue.lua: take a lock when it is the caller's turn, or keep the caller's
+-- place in the lock's queue. Runs after acquire.lua, which scripts.go wraps
+-- as the function acquire() in front of this file, so that the token is
+-- minted exactly as a plain Acquire mints it.
+--
+-- KEYS[1]  the lease hash   prefix:{name}:lease
+-- KEYS[2]  the counter      prefix:{name}:counter
+-- KEYS[3]  the queue        prefix:{name}:queue   sorted set: waiter -> arrival number
+-- KEYS[4]  the places       prefix:{name}:places  sorted set: waiter -> place expiry, server ms
+-- ARGV[1..4]  as acquire.lua: owner, lease TTL ms, counter idle ms, metadata
+-- ARGV[5]  place TTL in milliseconds
+-- ARGV[6]  the caller's wake-up channel (one per Backend, a channel, not a key)
+--
+-- A waiter is the string owner .. NUL .. its wake-up channel (an owner
+-- never contains NUL), so that a release knows where to send its wake-up:
+-- only the waiter's own process hears it, whatever the number of waiters
+-- (see wake() below, and release_wake.lua).
+--
+-- Replies as acquire.lua: the token (a decimal string) when the caller took
+-- or holds the lock; otherwise an integer, the holder's remaining PTTL (at
+-- least 1) when the caller is first in line, 0 when others are ahead of it.
+--
+-- A lease whose lock has waiters carries the field "queued", so that its
+-- release (release_wake.lua) knows to wake the first of them: every enqueue
+-- while the lock is held sets it, and so does a queued acquire that leaves
+-- others in line. (A lease taken by a plain Acquire while the first waiter
+-- was on its way has none until that waiter, or any other, renews.)
+--
+-- The caller may take a free lock when nobody waits or it is first in line.
+-- Places expire on the server's clock: before anyone is admitted, a first in
+-- line whose place ran out is dropped with every other expired place, and
+-- the new first in line is woken if the lock is free. Nobody waiting costs
+-- one ZRANGE on a missing key in front of acquire().
+
+if redis.REDIS_VERSION_NUM == nil and redis.replicate_commands then
+  pcall(redis.replicate_commands) -- Redis 3.2 to 4: TIME before writes
+end
+
+local me = ARGV[1] .. '\0' .. ARGV[6]
+
+-- wake publishes "lease key NUL owner" on waiter w's channel.
+local function wake(w)
+  local cut = string.find(w, '\0', 1, true)
+  if cut then
+    redis.call('PUBLISH', string.sub(w, cut + 1), KEYS[1] .. '\0' .. string.sub(w, 1, cut - 1))
+  end
+end
+local now -- server time in ms, read when needed
+local function clock()
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
+end
+
+-- enqueue keeps the caller's place (adding it at the tail when it has
+-- none, so a retried call never queues it twice) and renews it; both sorted
+-- sets live at least as long as the newest place.
+local function enqueue()
+  if not redis.call('ZSCORE', KEYS[3], me) then
+    local tail = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+    local n = 1
+    if tail[2] then
+      n = tonumber(tail[2]) + 1
+    end
+    redis.call('ZADD', KEYS[3], n, me)
+  end
+  redis.call('ZADD', KEYS[4], clock() + tonumber(ARGV[5]), me)
+  if redis.call('PTTL', KEYS[4]) < tonumber(ARGV[5]) then
+    redis.call('PEXPIRE', KEYS[3], ARGV[5])
+    redis.call('PEXPIRE', KEYS[4], ARGV[5])
+  end
+end
+
+local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+if head and head ~= me then
+  if tonumber(redis.call('ZSCORE', KEYS[4], head) or '0') <= clock() then
+    -- The first in line stopped renewing: drop every expired place.
+    local dead = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', clock())
+    for i = 1, #dead, 1000 do
+      local last = math.min(i + 999, #dead)
+      redis.call('ZREM', KEYS[3], unpack(dead, i, last))
+      redis.call('ZREM', KEYS[4], unpack(dead, i, last))
+    end
+    redis.call('ZREM', KEYS[3], head) -- even without a place entry
+    head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    if head and head ~= me and redis.call('EXISTS', KEYS[1]) == 0 then
+      wake(head)
+    end
+  end
+end
+
+if head and head ~= me then
+  local holder = redis.call('HGET', KEYS[1], 'owner')
+  if holder == ARGV[1] then
+    return acquire() -- the holder renewing through the queue: same token
+  end
+  enqueue()
+  if holder then
+    redis.call('HSET', KEYS[1], 'queued', '1') -- HSET keeps the lease's expiry
+  end
+  return 0
+end
+
+local r = acquire()
+if type(r) == 'number' then
+  -- Held by another owner; the caller is first in line (or alone).
+  enqueue()
+  redis.call('HSET', KEYS[1], 'queued', '1')
+  if r < 1 then
+    r = 1
+  end
+  return r
+end
+if head then
+  redis.call('ZREM', KEYS[3], me)
+  redis.call('ZREM', KEYS[4], me)
+  if redis.call('ZCARD', KEYS[3]) > 0 then
+    redis.call('HSET', KEYS[1], 'queued', '1')
+  end
+end
+return r

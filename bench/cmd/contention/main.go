@@ -1,0 +1,118 @@
+// Command contention runs the contention group (issue 22): W workers loop
+// on one lock name, blocking acquire, hold, release, for a few seconds per
+// configuration, on every row of package contention, and prints a markdown
+// table with the issue's targets judged per row.
+//
+//	cd bench && go run ./cmd/contention [-dur 3s] [-hold 10ms] [-workers 2,8,32] [-redis-addr host:port] [-run REGEXP]
+//
+// Without -redis-addr it starts a throwaway redis-server on a free loopback
+// port (so that the command counts are its own) and stops it at the end.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"math"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fencekit/fencekit/bench/contention"
+	"github.com/fencekit/fencekit/bench/internal/servers"
+)
+
+func main() {
+	dur := flag.Duration("dur", 3*time.Second, "time per configuration")
+	hold := flag.Duration("hold", 10*time.Millisecond, "how long each acquisition holds the lock")
+	workersFlag := flag.String("workers", "2,8,32", "the numbers of workers, comma-separated")
+	redisAddr := flag.String("redis-addr", "", "a Redis to use (default: a throwaway redis-server; \"off\": no Redis rows)")
+	run := flag.String("run", "", "only the rows whose name matches this regexp")
+	flag.Parse()
+
+	var workers []int
+	for _, f := range strings.Split(*workersFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			log.Fatalf("-workers: %q", f)
+		}
+		workers = append(workers, n)
+	}
+	only := regexp.MustCompile(*run)
+
+	var rc *goredis.Client
+	switch *redisAddr {
+	case "off":
+	case "":
+		srv, err := servers.StartRedis()
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer srv.Stop()
+		rc = goredis.NewClient(&goredis.Options{Addr: srv.Addr, PoolSize: 64})
+	default:
+		rc = goredis.NewClient(&goredis.Options{Addr: *redisAddr, PoolSize: 64})
+	}
+	if rc != nil {
+		defer rc.Close()
+	}
+
+	ctx := context.Background()
+	fmt.Printf("hold %v, %v per configuration, GOMAXPROCS %s, load %s\n\n", *hold, *dur, os.Getenv("GOMAXPROCS"), loadavg())
+	fmt.Println("| row | W | acq/s | wait p50 | wait p99 | wait max | handoff p50 | handoff p99 | per worker min–max | CV | Redis cmds/acq | longest-wait target |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	for _, row := range contention.Rows(rc) {
+		if !only.MatchString(row.Name) {
+			continue
+		}
+		for i, w := range workers {
+			name := fmt.Sprintf("contention:%d:%d:%d", time.Now().UnixNano(), i, w)
+			r, err := contention.Run(ctx, row, name, w, *hold, *dur)
+			if err != nil {
+				log.Fatalf("%s W=%d: %v", row.Name, w, err)
+			}
+			target := time.Duration(1.5*float64(w)*float64(*hold)) + 50*time.Millisecond
+			verdict := "met"
+			if r.WaitMax > target {
+				verdict = "missed"
+			}
+			maxWait := ms(r.WaitMax)
+			if r.Unfinished > 0 && r.WaitMax >= *dur/2 {
+				maxWait = "≥" + maxWait // a wait the run's end cut short
+			}
+			cmds := "–"
+			if !math.IsNaN(r.CommandsPerAcquisition) {
+				cmds = fmt.Sprintf("%.1f", r.CommandsPerAcquisition)
+			}
+			errs := ""
+			if r.Errors > 0 {
+				errs = fmt.Sprintf(" (%d errors)", r.Errors)
+			}
+			fmt.Printf("| %s | %d | %.0f | %s | %s | %s | %s | %s | %d–%d | %.0f%% | %s | ≤ %s: %s%s |\n",
+				row.Name, w, r.PerSecond, ms(r.WaitP50), ms(r.WaitP99), maxWait,
+				ms(r.HandoffP50), ms(r.HandoffP99), r.MinPerWorker, r.MaxPerWorker, 100*r.CV, cmds,
+				ms(target), verdict, errs)
+		}
+	}
+}
+
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 2, 64) + " ms"
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
