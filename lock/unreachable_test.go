@@ -189,3 +189,62 @@ func TestWithMaxUnreachableOverridesTheClient(t *testing.T) {
 		t.Fatalf("%d attempt(s) sent with an invalid option", n)
 	}
 }
+
+// refusingQueue is a QueueBackend whose every AcquireOrEnqueue fails to reach
+// the server.
+type refusingQueue struct{ *memory.Backend }
+
+func (refusingQueue) AcquireOrEnqueue(context.Context, string, string, time.Duration, time.Duration) (fence.Token, error) {
+	return 0, refused()
+}
+
+// TestQueuedAcquireGivesUpWhenTheBackendIsUnreachable: a backend with
+// queued waiting gets the same bound as a polled one.
+func TestQueuedAcquireGivesUpWhenTheBackendIsUnreachable(t *testing.T) {
+	const bound = 200 * time.Millisecond
+	c := lock.New(refusingQueue{memory.NewBackend()}, fastRetries(bound))
+	err := await(t, run(func() error {
+		_, err := c.Acquire(context.Background(), "job", time.Minute)
+		return err
+	}), "a queued Acquire against a refusing server under context.Background")
+	if !errors.Is(err, lock.ErrNotAcquired) || !errors.Is(err, lock.ErrUnreachable) || !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("Acquire = %v; want ErrNotAcquired, ErrUnreachable and the refused connection", err)
+	}
+}
+
+// TestQueuedWaitingIsNotBoundedByMaxUnreachable: a waiter kept in line is
+// answered by the backend at every renewal of its place, so it waits for
+// the holder past the bound.
+func TestQueuedWaitingIsNotBoundedByMaxUnreachable(t *testing.T) {
+	const bound = 100 * time.Millisecond
+	ctx := context.Background()
+	b := memory.NewBackend()
+	if _, err := b.Acquire(ctx, "job", "holder", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	opts := fastRetries(bound)
+	opts.Queue.PlaceTTL = 30 * time.Millisecond // renewals every 10 ms
+	c := lock.New(b, opts)
+	got := run(func() error {
+		l, err := c.Acquire(ctx, "job", time.Minute)
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		return err
+	})
+	// Wait until the waiter has renewed its place for several bounds.
+	deadline := time.Now().Add(5 * bound)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-got:
+			t.Fatalf("Acquire returned %v while the holder still held the lock", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if err := b.Release(ctx, "job", "holder"); err != nil {
+		t.Fatal(err)
+	}
+	if err := await(t, got, "the waiter after the release"); err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+}
