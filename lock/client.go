@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"time"
 )
 
@@ -195,7 +194,7 @@ func (c *Client) backoff(attempt int, last error) time.Duration {
 			ceiling = d
 		}
 	}
-	wait := time.Duration(mrand.Int64N(int64(ceiling))) + 1
+	wait := time.Duration(jitter(c, int64(ceiling))) + 1
 	var held *HeldError
 	if errors.As(last, &held) && held.TTL > 0 && wait > held.TTL {
 		wait = held.TTL

@@ -233,6 +233,9 @@ func (l *Lease) Fenced(store fence.Store) *Writer {
 // checkDeadline runs when the deadline timer fires. A renewal may have moved
 // the deadline since the timer was set, so it checks again.
 func (l *Lease) checkDeadline() {
+	if timerHook != nil {
+		timerHook(l)
+	}
 	l.mu.Lock()
 	remaining := time.Until(l.deadline)
 	if remaining > 0 {
