@@ -97,6 +97,9 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 	for attempt := 1; ; attempt++ {
 		lease, err := c.attempt(ctx, name, owner, ttl, keepAlive, began, attempt)
 		if err == nil {
+			if ambiguous {
+				lease.mayLandLate(ttl) // an earlier attempt may still land: see Lease.Extend
+			}
 			return lease, nil
 		}
 		if errors.Is(err, ErrInvalid) {

@@ -23,6 +23,7 @@ var (
 // while such a test runs.
 var broken struct {
 	deadlineAfterReply  bool // Extend takes the deadline's start after the reply
+	shorterExtendLater  bool // a shorter Extend moves the deadline in only when answered
 	lateExtendAccepted  bool // Extend accepts a reply that came after the local deadline
 	keepAliveNeverLoses bool // neither a renewal nor the deadline ever marks the lease lost
 	doKeepsLockOnPanic  bool // Do does not release when its function panics
