@@ -25,6 +25,12 @@ import (
 // Done and Context look at the deadline themselves, so they are right at
 // once after the process was paused past it, before the deadline timer has
 // had a chance to run.
+//
+// An Observer that panics on the event that ends the lease does not keep
+// Done open: Done closes, and the panic goes on in the goroutine that ended
+// the lease (the caller of Release, Extend, Err or Done; in the deadline
+// timer's or the keep-alive's own goroutine it ends the program, as any
+// unrecovered panic does).
 type Lease struct {
 	client *Client
 	name   string
@@ -34,9 +40,13 @@ type Lease struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
+	lctx leaseContext // what Context returns: a field, so that it costs no allocation
+
 	// renewing holds a token while a renewal is in flight: renewals of
 	// one lease are sent one at a time, so that their replies cannot come
-	// back in another order than the server applied them.
+	// back in another order than the server applied them. Made by the
+	// first renewal (see renewalSlot): a lease that is never renewed
+	// allocates none.
 	renewing chan struct{}
 
 	mu       sync.Mutex
@@ -60,8 +70,9 @@ type Lease struct {
 }
 
 func newLease(c *Client, name, owner string, token fence.Token, ttl time.Duration, deadline time.Time) *Lease {
-	l := &Lease{client: c, name: name, owner: owner, token: token, ttl: ttl, deadline: deadline, renewing: make(chan struct{}, 1)}
+	l := &Lease{client: c, name: name, owner: owner, token: token, ttl: ttl, deadline: deadline}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	l.lctx = leaseContext{l.ctx, l}
 	// The callback takes l.mu before it touches l.timer, and it may run
 	// before AfterFunc returns (a deadline that is about to pass): set the
 	// field under the same lock so that it always sees it.
@@ -105,7 +116,7 @@ func (l *Lease) Done() <-chan struct{} {
 // normally; after a pause, as soon as the process runs again). It does not
 // derive from the context given to Acquire; WithLease gives one that ends
 // with either.
-func (l *Lease) Context() context.Context { return leaseContext{l.ctx, l} }
+func (l *Lease) Context() context.Context { return &l.lctx }
 
 // leaseContext is the lease's context as Context gives it out.
 type leaseContext struct {
@@ -113,9 +124,9 @@ type leaseContext struct {
 	lease           *Lease
 }
 
-func (c leaseContext) Done() <-chan struct{} { return c.lease.Done() }
+func (c *leaseContext) Done() <-chan struct{} { return c.lease.Done() }
 
-func (c leaseContext) Err() error {
+func (c *leaseContext) Err() error {
 	c.lease.Err()
 	return c.Context.Err()
 }
@@ -188,8 +199,9 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.client.opts.checkTTL(ttl, keepAlive); err != nil {
 		return err
 	}
+	slot := l.renewalSlot()
 	select {
-	case l.renewing <- struct{}{}:
+	case slot <- struct{}{}:
 	case <-ctx.Done():
 		// Nothing was sent: the lease is as it was.
 		err := fmt.Errorf("lock: renewal not sent, another was in flight until the context ended: %w", context.Cause(ctx))
@@ -198,7 +210,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		}
 		return err
 	}
-	defer func() { <-l.renewing }()
+	defer func() { <-slot }()
 	if err := l.Err(); err != nil { // it ended while this call waited
 		return fmt.Errorf("%w: %w", ErrNotHeld, err)
 	}
@@ -239,6 +251,16 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	l.mu.Unlock()
 	l.deliver()
 	return nil
+}
+
+// renewalSlot returns the lease's renewing channel, made on first use.
+func (l *Lease) renewalSlot() chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.renewing == nil {
+		l.renewing = make(chan struct{}, 1)
+	}
+	return l.renewing
 }
 
 // life is how long after a renewal's start, sent with ttl, the lease is

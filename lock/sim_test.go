@@ -33,6 +33,7 @@ import (
 var (
 	simSeed      = flag.Uint64("seed", 0, "TestSimulation: run only the schedule with this seed (and print what it did)")
 	simTrace     = flag.Bool("sim.trace", false, "TestSimulation: with -seed, print every request and event of the schedule")
+	simVariant   = flag.String("sim.variant", "", "TestSimulation: switch on this deliberately broken client (see simVariants)")
 	simFirst     = flag.Uint64("sim.first", 1, "TestSimulation: the seed of the first schedule")
 	simSchedules = flag.Int("sim.schedules", 0, "TestSimulation: how many schedules to run (0: the default, fewer under -race)")
 )
@@ -70,6 +71,9 @@ func init() {
 }
 
 func TestSimulation(t *testing.T) {
+	if *simVariant != "" {
+		defer setSimVariant(t, *simVariant)()
+	}
 	if *simSeed != 0 {
 		w, panicked := runScheduleInBubble(t, *simSeed)
 		t.Logf("seed %d: %+v, profile %+v", *simSeed, w.stats, w.prof)
@@ -175,6 +179,7 @@ func (s *simStats) add(o simStats) {
 	s.released += o.released
 	s.lost += o.lost
 	s.pauses += o.pauses
+	s.lateReplies += o.lateReplies
 }
 
 // runScheduleInBubble runs one schedule in a synctest bubble. A bubble that
@@ -231,6 +236,13 @@ func runSchedule(seed uint64) *simWorld {
 			MaxBackoff: p.between(20*time.Millisecond, 100*time.Millisecond),
 		}
 		p.client = New(simBackend{p}, opts)
+		// Pauses that may catch the process in the middle of a call: its
+		// reply then arrives when it runs again, before its deadline
+		// timer does.
+		for n := p.intN(3); n > 0; n-- {
+			from := w.start.Add(p.between(0, 400*time.Millisecond))
+			p.pauses = append(p.pauses, [2]time.Time{from, from.Add(p.between(10*time.Millisecond, 200*time.Millisecond))})
+		}
 		w.procs = append(w.procs, p)
 	}
 	go w.monitor(names)
@@ -481,6 +493,7 @@ type simLeaseView struct {
 // for a plain lease). It returns false when the holder should stop: the
 // lease ended or a write's outcome is unknown.
 func (p *simProc) work(fctx context.Context, l *Lease, keepAlive bool, v *simLeaseView) bool {
+	p.gate(0) // a paused process does nothing
 	ttl := l.ttlNow()
 	switch p.intN(7) {
 	case 0:
@@ -512,6 +525,7 @@ func (p *simProc) work(fctx context.Context, l *Lease, keepAlive bool, v *simLea
 // is live.
 func (p *simProc) checkLease(fctx context.Context, l *Lease, v *simLeaseView) bool {
 	w := p.w
+	p.gate(0)
 	err := l.Err()
 	now := time.Now()
 	deadline := l.Deadline()
@@ -688,6 +702,9 @@ func (r *simRecorder) observe(e Event) {
 		r.w.stats.released++
 	case EventLost:
 		r.w.stats.lost++
+		if e.Cause() == "late-reply" {
+			r.w.stats.lateReplies++
+		}
 	}
 	r.w.mu.Unlock()
 	r.mu.Lock()

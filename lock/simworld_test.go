@@ -74,7 +74,7 @@ type simWorld struct {
 	evicted      map[string]bool   // owners an operator evicted
 	releasing    map[string]bool   // owners whose holder stopped using the lease
 	finished     map[string]string // owners whose Release, Do or Lead returned
-	releasesSent map[string]int    // release requests sent per owner
+	releasesSent map[string]int    // Release calls per owner
 	fateCount    map[string]int    // requests per fate stream, see drawFate
 	watched      []*Lease
 	procs        []*simProc
@@ -100,6 +100,7 @@ func (w *simWorld) tracef(format string, args ...any) {
 // they should.
 type simStats struct {
 	requests, faults, acquired, extended, released, lost, pauses int
+	lateReplies                                                  int // leases lost to a renewal's reply after the deadline
 }
 
 func newSimWorld(seed uint64) *simWorld {
@@ -349,6 +350,11 @@ var (
 // under w.mu. owner names the lease the request is about ("" for store
 // requests) and op what it is, for the checks of leaked goroutines.
 func (w *simWorld) roundTrip(ctx context.Context, p *simProc, op, owner string, ttl time.Duration, apply func() simReply) simReply {
+	if op == "Release" {
+		w.mu.Lock()
+		w.releasesSent[owner]++ // tried, even if never sent
+		w.mu.Unlock()
+	}
 	p.gate(0) // a paused process sends nothing
 	if err := ctx.Err(); err != nil {
 		return simReply{err: err} // the client sends nothing on an ended context
@@ -358,9 +364,6 @@ func (w *simWorld) roundTrip(ctx context.Context, p *simProc, op, owner string, 
 		w.failLocked("process %d sent %s for %.8s after the schedule ended: a goroutine outlived its call", p.id, op, owner)
 		w.mu.Unlock()
 		return simReply{err: fmt.Errorf("%w: %w", ErrNotHeld, errSimClosed)}
-	}
-	if op == "Release" {
-		w.releasesSent[owner]++
 	}
 	if what, ok := w.finished[owner]; ok && owner != "" {
 		w.failLocked("process %d sent %s for %.8s after %s returned: a goroutine outlived it", p.id, op, owner, what)
@@ -400,8 +403,7 @@ func (w *simWorld) roundTrip(ctx context.Context, p *simProc, op, owner string, 
 			return
 		}
 		time.Sleep(f.down)
-		p.gate(0) // a paused process reads nothing
-		reply <- rep
+		reply <- rep // into the socket's buffer: a paused process reads it when it runs
 	}()
 	timeout := time.NewTimer(f.readTimeout)
 	defer timeout.Stop()
@@ -411,6 +413,7 @@ func (w *simWorld) roundTrip(ctx context.Context, p *simProc, op, owner string, 
 	}
 	select {
 	case rep := <-reply:
+		p.gate(0)
 		w.tracef("p%d %s %.8s reply delivered: %v", p.id, op, owner, rep.err)
 		if rn != nil && ctx.Err() == nil {
 			// (After the context's end the Client has stopped waiting:
@@ -423,7 +426,20 @@ func (w *simWorld) roundTrip(ctx context.Context, p *simProc, op, owner string, 
 	case <-done:
 		return simReply{err: fmt.Errorf("sim: %w", ctx.Err())}
 	case <-timeout.C:
+		// A paused process sees its read deadline only when it runs
+		// again, and then reads a reply that came meanwhile first.
 		p.gate(0)
+		select {
+		case rep := <-reply:
+			w.tracef("p%d %s %.8s reply read after a pause: %v", p.id, op, owner, rep.err)
+			if rn != nil && ctx.Err() == nil {
+				w.mu.Lock()
+				rn.answered = time.Now()
+				w.mu.Unlock()
+			}
+			return rep
+		default:
+		}
 		return simReply{err: Transient(errSimTimeout)}
 	}
 }
