@@ -134,6 +134,33 @@ func TestShorterExtendWithUnknownOutcomeMovesTheDeadlineIn(t *testing.T) {
 	})
 }
 
+func TestShorterExtendInFlightMovesTheDeadlineIn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &scriptedBackend{
+			clockBackend: newClockBackend(),
+			hold:         map[time.Duration]bool{100 * time.Millisecond: true},
+			release:      make(chan struct{}),
+		}
+		l, err := New(b, nil).TryAcquire(context.Background(), "job", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		extended := make(chan error, 1)
+		go func() { extended <- l.Extend(context.Background(), 100*time.Millisecond) }()
+		synctest.Wait() // applied on the server; the reply is slow
+		end := serverEnd(t, b.clockBackend, "job")
+		if d := l.Deadline(); d.After(end) {
+			t.Errorf("while the shorter renewal waits for its reply, the local deadline is %v after the server's lease ends", d.Sub(end))
+		}
+		time.Sleep(time.Until(end) + time.Millisecond)
+		if !errors.Is(l.Err(), ErrLost) {
+			t.Errorf("after the server's lease ended: Err = %v; want ErrLost", l.Err())
+		}
+		close(b.release)
+		<-extended
+	})
+}
+
 func TestConcurrentExtendsAnsweredInReverseOrderKeepTheEarlierDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &scriptedBackend{
@@ -248,6 +275,51 @@ func TestPanickingObserverStillEndsTheLease(t *testing.T) {
 			default:
 				t.Errorf("%s: the Observer panicked and Done stays open", end)
 			}
+		}
+	})
+}
+
+// lateAcquireBackend answers its first Acquire with a timeout although the
+// request is still on its way: it lands after delay, as a request whose
+// caller gave up may.
+type lateAcquireBackend struct {
+	*clockBackend
+	delay time.Duration
+	once  sync.Once
+}
+
+func (b *lateAcquireBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
+	first := false
+	b.once.Do(func() { first = true })
+	if !first {
+		return b.clockBackend.Acquire(ctx, name, owner, ttl)
+	}
+	go func() {
+		time.Sleep(b.delay)
+		_, _ = b.clockBackend.Acquire(context.Background(), name, owner, ttl)
+	}()
+	return 0, Transient(errors.New("i/o timeout"))
+}
+
+func TestAcquireAttemptLandingLateCapsLaterDeadlines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &lateAcquireBackend{clockBackend: newClockBackend(), delay: 50 * time.Millisecond}
+		c := New(b, &Options{MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
+		l, err := c.Acquire(context.Background(), "job", 100*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Extend(context.Background(), time.Second); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(b.delay) // the first attempt lands, with its 100ms
+		end := serverEnd(t, b.clockBackend, "job")
+		if d := l.Deadline(); d.After(end) {
+			t.Fatalf("local deadline %v after the server's lease ends", d.Sub(end))
+		}
+		time.Sleep(time.Until(end) + time.Millisecond)
+		if !errors.Is(l.Err(), ErrLost) {
+			t.Fatalf("after the server's lease ended: Err = %v; want ErrLost", l.Err())
 		}
 	})
 }
