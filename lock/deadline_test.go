@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -85,9 +86,11 @@ type scriptedBackend struct {
 	*clockBackend
 	hold    map[time.Duration]bool
 	release chan struct{}
+	extends atomic.Int64 // Extend requests received
 }
 
 func (b *scriptedBackend) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
+	b.extends.Add(1)
 	err := b.clockBackend.Extend(context.Background(), name, owner, ttl)
 	if !b.hold[ttl] {
 		return err
@@ -158,6 +161,39 @@ func TestShorterExtendInFlightMovesTheDeadlineIn(t *testing.T) {
 		}
 		close(b.release)
 		<-extended
+	})
+}
+
+func TestExtendWaitingForARenewalInFlightSendsNothingWhenItsContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &scriptedBackend{
+			clockBackend: newClockBackend(),
+			hold:         map[time.Duration]bool{500 * time.Millisecond: true},
+			release:      make(chan struct{}),
+		}
+		l, err := New(b, nil).TryAcquire(context.Background(), "job", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := make(chan error, 1)
+		go func() { first <- l.Extend(context.Background(), 500*time.Millisecond) }()
+		synctest.Wait()
+		before := l.Deadline()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+		defer cancel()
+		if err := l.Extend(ctx, 800*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Extend behind a renewal in flight: %v; want the context's deadline", err)
+		}
+		if n := b.extends.Load(); n != 1 {
+			t.Errorf("%d Extend requests sent; want only the first", n)
+		}
+		if d := l.Deadline(); !d.Equal(before) {
+			t.Errorf("the deadline moved by %v for a renewal that was never sent", d.Sub(before))
+		}
+		close(b.release)
+		if err := <-first; err != nil {
+			t.Fatal(err)
+		}
 	})
 }
 
