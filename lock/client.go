@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"time"
 )
 
@@ -140,6 +139,9 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 		cutByBound := actx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if err == nil {
+			if ambiguous {
+				lease.mayLandLate(ttl) // an earlier attempt may still land: see Lease.Extend
+			}
 			return lease, nil
 		}
 		if errors.Is(err, ErrInvalid) {
@@ -251,7 +253,7 @@ func (c *Client) backoff(attempt int, last error) time.Duration {
 			ceiling = d
 		}
 	}
-	wait := time.Duration(mrand.Int64N(int64(ceiling))) + 1
+	wait := time.Duration(jitter(c, int64(ceiling))) + 1
 	var held *HeldError
 	if errors.As(last, &held) && held.TTL > 0 && wait > held.TTL {
 		wait = held.TTL

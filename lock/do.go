@@ -69,7 +69,7 @@ func (c *Client) do(ctx context.Context, name string, ttl time.Duration, fn func
 	fnCtx, cancel := withLease(ctx, lease)
 	returned := false
 	defer func() {
-		if !returned {
+		if !returned && !broken.doKeepsLockOnPanic {
 			// fn panicked or called runtime.Goexit: clean up, and let it
 			// go on (not recovering it is re-panicking it, stack intact).
 			cancel(errFnDidNotReturn)

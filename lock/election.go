@@ -334,6 +334,9 @@ func (c *Client) Lead(ctx context.Context, name string, ttl time.Duration, fn fu
 // whether the leadership was lost (see Lead for the rule).
 func (l *Leadership) run(ctx context.Context, fn func(context.Context, *Leadership) error) (lost bool, err error) {
 	fnCtx, cancel := withLease(ctx, l.lease)
+	if broken.leadKeepsLostTerm { // a test-only variant, see simhooks.go
+		fnCtx, cancel = context.WithCancelCause(ContextWithLease(ctx, l.lease))
+	}
 	returned := false
 	defer func() {
 		if !returned {

@@ -50,9 +50,12 @@ func (l *Lease) renewLoop(ctx context.Context) {
 	defer timer.Stop()
 	for {
 		l.mu.Lock()
-		ttl, deadline := l.ttl, l.deadline
+		ttl, deadline, life := l.ttl, l.deadline, l.ttl
+		if l.unknownTTL > 0 && l.unknownTTL < life {
+			life = l.unknownTTL // the deadlines count on no more than this
+		}
 		l.mu.Unlock()
-		wait := l.client.opts.renewEvery(ttl)
+		wait := l.client.opts.renewEvery(life)
 		if failed {
 			wait /= 4
 		}

@@ -19,6 +19,18 @@ import (
 // which Retryable is false). Either way Done is closed, Context is cancelled
 // and Err says why (ErrReleased or ErrLost). An ended lease stays ended:
 // nothing revives it.
+//
+// The local deadline never lies past the backend's own expiry of the lease,
+// whatever the order in which renewals land and answer (see Extend). Err,
+// Done and Context look at the deadline themselves, so they are right at
+// once after the process was paused past it, before the deadline timer has
+// had a chance to run.
+//
+// An Observer that panics on the event that ends the lease does not keep
+// Done open: Done closes, and the panic goes on in the goroutine that ended
+// the lease (the caller of Release, Extend, Err or Done; in the deadline
+// timer's or the keep-alive's own goroutine it ends the program, as any
+// unrecovered panic does).
 type Lease struct {
 	client *Client
 	name   string
@@ -28,12 +40,26 @@ type Lease struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
+	lctx leaseContext // what Context returns: a field, so that it costs no allocation
+
+	// renewing holds a token while a renewal is in flight: renewals of
+	// one lease are sent one at a time, so that their replies cannot come
+	// back in another order than the server applied them. Made by the
+	// first renewal (see renewalSlot): a lease that is never renewed
+	// allocates none.
+	renewing chan struct{}
+
 	mu       sync.Mutex
 	ttl      time.Duration
 	deadline time.Time   // local: monotonic, from before the request, minus drift
 	timer    *time.Timer // fires at deadline
 	ka       *keepAlive  // nil unless keep-alive runs
 	ended    bool        // released or lost; set before ctx is cancelled
+	cause    error       // why it ended, set with ended
+	// unknownTTL is the shortest TTL of a renewal whose outcome was
+	// unknown (0 if none): its request may still land after any later
+	// renewal, so no later deadline may count on more than that.
+	unknownTTL time.Duration
 
 	releaseUnknown bool // the last Release failed with an unknown outcome
 
@@ -46,6 +72,7 @@ type Lease struct {
 func newLease(c *Client, name, owner string, token fence.Token, ttl time.Duration, deadline time.Time) *Lease {
 	l := &Lease{client: c, name: name, owner: owner, token: token, ttl: ttl, deadline: deadline}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	l.lctx = leaseContext{l.ctx, l}
 	// The callback takes l.mu before it touches l.timer, and it may run
 	// before AfterFunc returns (a deadline that is about to pass): set the
 	// field under the same lock so that it always sees it.
@@ -75,27 +102,74 @@ func (l *Lease) Deadline() time.Time {
 }
 
 // Done returns a channel that is closed when the lease is released or lost.
-func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+// Like Err, it first looks at the deadline: if it has passed, the lease is
+// lost and the channel returned is already closed.
+func (l *Lease) Done() <-chan struct{} {
+	l.Err()
+	return l.ctx.Done()
+}
 
 // Context returns a context that is cancelled when the lease is released or
 // lost; context.Cause tells which (ErrReleased or an error matching ErrLost).
-// It does not derive from the context given to Acquire; WithLease gives one
-// that ends with either.
-func (l *Lease) Context() context.Context { return l.ctx }
+// Its Err and Done look at the deadline first, as Lease.Err does; a context
+// derived from it ends when the lease's deadline timer runs (at once,
+// normally; after a pause, as soon as the process runs again). It does not
+// derive from the context given to Acquire; WithLease gives one that ends
+// with either.
+func (l *Lease) Context() context.Context { return &l.lctx }
+
+// leaseContext is the lease's context as Context gives it out.
+type leaseContext struct {
+	context.Context // the lease's own, cancelled when it ends
+	lease           *Lease
+}
+
+func (c *leaseContext) Done() <-chan struct{} { return c.lease.Done() }
+
+func (c *leaseContext) Err() error {
+	c.lease.Err()
+	return c.Context.Err()
+}
 
 // Err returns nil while the lease is live, then the error that ended it: one
-// matching ErrReleased or ErrLost.
+// matching ErrReleased or ErrLost. It looks at the local deadline itself:
+// once it has passed, Err loses the lease (EventLost reaches the Observer
+// from the calling goroutine) and says so, even if the deadline timer has
+// not run yet, as after a pause of the process.
 func (l *Lease) Err() error {
-	if l.ctx.Err() == nil {
+	l.mu.Lock()
+	ended, cause := l.ended, l.cause
+	passed := !time.Now().Before(l.deadline)
+	l.mu.Unlock()
+	if ended {
+		return cause
+	}
+	if !passed || broken.keepAliveNeverLoses {
 		return nil
 	}
-	return context.Cause(l.ctx)
+	l.lose(errDeadlinePassed)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cause
 }
 
 // Extend renews the lease for ttl from now. It returns nil only if the
 // backend renewed the lease and its reply came back while the lease was
 // still live and before its local deadline; only then does the deadline move
-// and EventExtended reach the Observer. Otherwise:
+// and EventExtended reach the Observer.
+//
+// The deadline never counts on more than the server may have: renewals of
+// one lease (Extend calls and the keep-alive's) are sent one at a time, a
+// call waiting for the renewal in flight to be answered (or given up on)
+// before it sends its own, or returning when ctx ends first. From the moment
+// a renewal is sent, the deadline is no later than the one it would set, for
+// it may land: a shorter TTL shortens the lease at once. And a renewal whose
+// outcome stays unknown may land later still, after renewals sent after it
+// (as may an acquire attempt whose outcome Acquire did not learn before a
+// later attempt took the lease), so from then on no renewal sets the
+// deadline more than that TTL (minus the drift margin) after its start.
+//
+// Otherwise:
 //
 //   - On an ended lease, or a reply that came too late (the lease ended
 //     meanwhile, or its local deadline passed), the error matches ErrNotHeld
@@ -106,8 +180,10 @@ func (l *Lease) Err() error {
 //     script error, a missing table), the lease is lost at once: such an
 //     error will not heal before the deadline. The error matches ErrLost
 //     and the cause.
-//   - Any other failure (transient, or ctx ended) leaves the lease as it
-//     was and is reported as EventRenewalFailed, unless ctx was cancelled.
+//   - Any other failure (transient, or ctx ended) leaves the lease live and
+//     is reported as EventRenewalFailed, unless ctx was cancelled. The
+//     renewal may have landed, so the deadline stays the earlier of the old
+//     one and the one it would have set (see below).
 //
 // Extend returns by ctx's deadline even if the backend ignores it; the
 // renewal's outcome is then unknown, and a reply that arrives later is
@@ -123,19 +199,45 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.client.opts.checkTTL(ttl, keepAlive); err != nil {
 		return err
 	}
+	slot := l.renewalSlot()
+	select {
+	case slot <- struct{}{}:
+	case <-ctx.Done():
+		// Nothing was sent: the lease is as it was.
+		err := fmt.Errorf("lock: renewal not sent, another was in flight until the context ended: %w", context.Cause(ctx))
+		if !errors.Is(ctx.Err(), context.Canceled) {
+			l.emit(Event{Kind: EventRenewalFailed, Name: l.name, Token: l.token, Err: err})
+		}
+		return err
+	}
+	defer func() { <-slot }()
+	if err := l.Err(); err != nil { // it ended while this call waited
+		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	}
 	start := time.Now()
+	// From the moment it is sent, the renewal may land: a shorter TTL may
+	// end the server's lease before the current deadline.
+	l.mu.Lock()
+	if d := start.Add(l.life(ttl)); d.Before(l.deadline) && !broken.shorterExtendLater {
+		l.deadline = d
+		l.timer.Reset(time.Until(d))
+	}
+	l.mu.Unlock()
 	err := bounded(ctx, func(ctx context.Context) error {
 		return l.client.backend.Extend(ctx, l.name, l.owner, ttl)
 	})
+	if broken.deadlineAfterReply {
+		start = time.Now()
+	}
 	if err != nil {
-		return l.renewalFailed(ctx, err)
+		return l.renewalFailed(ctx, err, ttl)
 	}
 	l.mu.Lock()
 	if l.ended {
 		l.mu.Unlock()
 		return fmt.Errorf("%w: %w", ErrNotHeld, l.Err())
 	}
-	if !time.Now().Before(l.deadline) {
+	if !time.Now().Before(l.deadline) && !broken.lateExtendAccepted {
 		// The deadline timer has not fired yet, but the lease was not
 		// known to be valid for a while: it is lost, whatever the reply.
 		l.mu.Unlock()
@@ -143,7 +245,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return fmt.Errorf("%w: %w", ErrNotHeld, lost)
 	}
 	l.ttl = ttl
-	l.deadline = start.Add(ttl - l.client.opts.drift(ttl))
+	l.deadline = start.Add(l.life(ttl))
 	l.timer.Reset(time.Until(l.deadline))
 	l.enqueue(Event{Kind: EventExtended, Name: l.name, Token: l.token})
 	l.mu.Unlock()
@@ -151,16 +253,55 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	return nil
 }
 
-// renewalFailed decides what a failed renewal means for the lease.
-func (l *Lease) renewalFailed(ctx context.Context, err error) error {
+// renewalSlot returns the lease's renewing channel, made on first use.
+func (l *Lease) renewalSlot() chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.renewing == nil {
+		l.renewing = make(chan struct{}, 1)
+	}
+	return l.renewing
+}
+
+// life is how long after a renewal's start, sent with ttl, the lease is
+// certainly still held: ttl, or less if a renewal with a shorter TTL may
+// still land (unknownTTL), minus the drift margin. The caller holds l.mu.
+func (l *Lease) life(ttl time.Duration) time.Duration {
+	if l.unknownTTL > 0 && l.unknownTTL < ttl {
+		ttl = l.unknownTTL
+	}
+	return ttl - l.client.opts.drift(ttl)
+}
+
+// mayLandLate records that a request for the lease with ttl, whose outcome
+// is unknown, may still land on the server: a renewal that failed that way,
+// or an acquire attempt before the one that made the lease. Landing, it sets
+// the server's lease to ttl from then, so no later renewal counts on more.
+func (l *Lease) mayLandLate(ttl time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.unknownTTL == 0 || ttl < l.unknownTTL {
+		l.unknownTTL = ttl
+	}
+}
+
+// renewalFailed decides what a failed renewal, sent with ttl, means for the
+// lease.
+func (l *Lease) renewalFailed(ctx context.Context, err error, ttl time.Duration) error {
 	switch {
-	case errors.Is(err, ErrNotHeld):
+	case errors.Is(err, ErrInvalid):
+		// Refused before anything was sent: it says nothing about the
+		// lease.
+	case errors.Is(err, ErrNotHeld) && !broken.keepAliveNeverLoses:
 		return l.lose(err)
-	case ctx.Err() != nil || errors.Is(err, ErrInvalid):
-		// The caller's context ended, or the input was refused: neither
-		// says anything about the lease.
-	case !Retryable(err):
+	case ctx.Err() == nil && !Retryable(err) && !broken.keepAliveNeverLoses:
 		return l.lose(fmt.Errorf("renewal failed permanently: %w", err))
+	default:
+		// The outcome is unknown (the context ended, or a transient
+		// failure that may come after the server applied it): the
+		// renewal may have landed, or may land later. Extend already
+		// moved the deadline to the earlier of the two when it sent it.
+		l.mayLandLate(ttl)
 	}
 	if !errors.Is(ctx.Err(), context.Canceled) {
 		l.emit(Event{Kind: EventRenewalFailed, Name: l.name, Token: l.token, Err: err})
@@ -177,6 +318,9 @@ func (l *Lease) renewalFailed(ctx context.Context, err error) error {
 //     error matches ErrNotHeld and ErrLost.
 //   - After any other error (a network failure, ctx ending) the outcome is
 //     unknown, the lease stays as it was, and Release may be called again.
+//     Its Err stays nil until then (or until the deadline), although the
+//     lock may already be free on the server: do no more work under a
+//     lease once Release was called.
 //     If the retry finds the lease no longer held, the first release may
 //     have landed, or the lease may have expired meanwhile. It counts as
 //     released (nil, and Err matches ErrReleased) only if the retry was
@@ -233,13 +377,16 @@ func (l *Lease) Fenced(store fence.Store) *Writer {
 // checkDeadline runs when the deadline timer fires. A renewal may have moved
 // the deadline since the timer was set, so it checks again.
 func (l *Lease) checkDeadline() {
+	if timerHook != nil {
+		timerHook(l)
+	}
 	l.mu.Lock()
 	remaining := time.Until(l.deadline)
 	if remaining > 0 {
 		l.timer.Reset(remaining)
 	}
 	l.mu.Unlock()
-	if remaining <= 0 {
+	if remaining <= 0 && !broken.keepAliveNeverLoses {
 		l.lose(errDeadlinePassed)
 	}
 }
@@ -255,18 +402,20 @@ func (l *Lease) lose(cause error) error {
 // end ends the lease with cause, once, and reports whether this call was the
 // one that ended it. The observer hears of it before Done closes (unless an
 // observer callback of this lease is running, see Options.Observer), so that
-// whoever wakes on Done finds the event already delivered.
+// whoever wakes on Done finds the event already delivered. An Observer that
+// panics does not keep Done open: the panic goes on to end's caller (the
+// goroutine of Release, Extend, Err or the deadline timer) after Done closed.
 func (l *Lease) end(cause error, ev Event) bool {
 	l.mu.Lock()
 	if l.ended {
 		l.mu.Unlock()
 		return false
 	}
-	l.ended = true
+	l.ended, l.cause = true, cause
 	l.timer.Stop()
 	l.enqueue(ev)
 	l.mu.Unlock()
+	defer l.cancel(cause)
 	l.deliver()
-	l.cancel(cause)
 	return true
 }
