@@ -184,6 +184,9 @@ func (c *Client) acquireQueued(ctx context.Context, q QueueBackend, name, owner 
 		cutByBound := actx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if err == nil {
+			if ambiguous {
+				lease.mayLandLate(ttl) // an earlier attempt may still land: see Lease.Extend
+			}
 			return lease, nil
 		}
 		if errors.Is(err, ErrInvalid) {
