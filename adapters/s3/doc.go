@@ -17,8 +17,12 @@
 // and a PUT conditioned on that ETag would overwrite a higher fence. An ETag
 // older than the body only makes the PUT fail, and the write reads again.
 //
-// Delete leaves a tombstone object that keeps the fence; nothing is ever
-// deleted, so a bucket lifecycle rule must not expire the store's objects.
+// Call Store.VerifyServer at startup: some S3-compatible servers accept the
+// conditional headers and ignore them, and on those every write would be a
+// check-then-write. It fails with an error matching ErrUnsafeServer.
+//
+// Delete leaves a tombstone object that keeps the fence; no key's object is
+// ever deleted, so a bucket lifecycle rule must not expire the store's objects.
 // The store has no lock Backend: pair it with a lock on Redis, PostgreSQL
 // or memory.
 //

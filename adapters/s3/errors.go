@@ -25,6 +25,14 @@ var (
 	// NoSuchBucket): a wrong bucket name, or a bucket deleted under the
 	// store. It is permanent; nothing was written.
 	ErrNoBucket = errors.New("s3: no such bucket")
+
+	// ErrUnsafeServer means Store.VerifyServer found that the server does
+	// not honour the conditional writes the store's fencing rests on: it
+	// ignored If-Match or If-None-Match: *, refused a condition that holds,
+	// or kept an object's ETag through a change of its body. The error's
+	// text names the step that failed. Writes through the store on such a
+	// server could replace a higher fence, or never succeed.
+	ErrUnsafeServer = errors.New("s3: the server does not honour conditional writes as the store needs")
 )
 
 // httpStatus returns the HTTP status code of an S3 error, or 0.

@@ -17,9 +17,11 @@ import (
 	"github.com/fencekit/fencekit/fence"
 )
 
-// API is the part of the S3 client that Store uses. *s3.Client from
-// github.com/aws/aws-sdk-go-v2/service/s3 satisfies it.
+// API is the part of the S3 client that Store uses: GetObject and
+// PutObject for every call, DeleteObject only for VerifyServer's cleanup.
+// *s3.Client from github.com/aws/aws-sdk-go-v2/service/s3 satisfies it.
 type API interface {
+	DeleteObject(ctx context.Context, in *awss3.DeleteObjectInput, opts ...func(*awss3.Options)) (*awss3.DeleteObjectOutput, error)
 	GetObject(ctx context.Context, in *awss3.GetObjectInput, opts ...func(*awss3.Options)) (*awss3.GetObjectOutput, error)
 	PutObject(ctx context.Context, in *awss3.PutObjectInput, opts ...func(*awss3.Options)) (*awss3.PutObjectOutput, error)
 }
