@@ -79,6 +79,9 @@ const (
 // again: the error is returned, and the caller may retry with the same
 // token.
 //
+// Call VerifyServer once at startup: it refuses a server that ignores the
+// conditional headers, on which every write would be a check-then-write.
+//
 // A Store is safe for concurrent use.
 type Store struct {
 	client      API
@@ -134,7 +137,8 @@ func (s *Store) ObjectName(key string) string { return objectName(s.prefix, key)
 
 // Put writes value under key if token >= the key's fence, and raises the
 // fence to token: a ranged GET of the header, then a conditional PUT of the
-// header and the value (read in place, not copied). A nil value is stored as an empty value.
+// header and the value (read in place, not copied). A nil value is stored
+// as an empty value.
 func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []byte) error {
 	if int64(len(value)) > MaxValueLen {
 		return fence.Invalid("s3: value of %d bytes is longer than %d", len(value), MaxValueLen)
@@ -145,9 +149,8 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 // Delete removes key's value if token >= its fence, leaving a tombstone
 // object (the header alone) that keeps the fence, so that an older token
 // can never re-create the key: a ranged GET of the header, then a
-// conditional PUT. Deleting a
-// missing key leaves such a tombstone; deleting a tombstone at the same
-// fence sends nothing more.
+// conditional PUT. Deleting a missing key leaves such a tombstone; deleting
+// a tombstone at the same fence sends nothing more.
 func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error {
 	return s.write(ctx, opDelete, key, token, nil)
 }
