@@ -3,6 +3,7 @@ package s3_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -31,13 +32,19 @@ func objectsUnder(t *testing.T, srv *s3server.Server, prefix string) []string {
 }
 
 // TestVerifyServerPasses: on the test server (versitygw or gofakes3)
-// VerifyServer finds nothing wrong and leaves no object behind.
+// VerifyServer finds nothing wrong, with the requests docs/s3.md lists, and
+// leaves no object behind.
 func TestVerifyServerPasses(t *testing.T) {
 	srv := s3server.Shared(t)
 	prefix := testkit.Namespace(t) + "/"
-	s := fences3.NewStore(srv.Client(), srv.Bucket, &fences3.Options{Prefix: prefix})
+	c := newCounter()
+	s := fences3.NewStore(srv.Client(func(o *awss3.Options) { o.HTTPClient = &http.Client{Transport: c} }),
+		srv.Bucket, &fences3.Options{Prefix: prefix})
 	if err := s.VerifyServer(testkit.Context(t)); err != nil {
 		t.Fatalf("%s: %v", srv.Name, err)
+	}
+	if got, want := c.take(), "GET(range)=2 PUT=4 DELETE=1"; got != want {
+		t.Errorf("VerifyServer sent %s; want %s", got, want)
 	}
 	if left := objectsUnder(t, srv, prefix); len(left) != 0 {
 		t.Fatalf("VerifyServer left %v", left)
