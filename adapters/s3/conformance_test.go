@@ -19,7 +19,7 @@ func newStore(t *testing.T, srv *s3server.Server) *fences3.Store {
 }
 
 // TestConformance runs the Store conformance suite on the S3 server from
-// s3server (gofakes3 unless FENCEKIT_S3_SERVER or FENCEKIT_S3_ENDPOINT
+// s3server (versitygw unless FENCEKIT_S3_SERVER or FENCEKIT_S3_ENDPOINT
 // names another), with the SDK's default options.
 func TestConformance(t *testing.T) {
 	srv := s3server.Shared(t)

@@ -5,20 +5,24 @@
 // key's fence and writing are one atomic step at the server.
 //
 // Each key is one object whose body is a 32-byte header (the fence, and
-// whether the key holds a value) followed by the value; its user metadata
-// repeats the header so that a HEAD tells a write the fence. The fence is in
-// the body because an ETag is computed from the body alone: with the fence
-// only in the metadata, raising it would leave the ETag unchanged and let a
-// stale writer's If-Match through.
+// whether the key holds a value) followed by the value. The fence is in the
+// body because an ETag is computed from the body alone: with the fence only
+// in the metadata, raising it would leave the ETag unchanged and let a stale
+// writer's If-Match through.
 //
-// The fence and the ETag a write reads must belong to one version of the
-// object: the server must answer a HEAD (and a GET) from one version. A
-// server that reads them separately can pair an old fence with a new ETag,
-// and the conditional PUT then overwrites a higher fence; versitygw v1.8.0
-// does this now and then (docs/s3.md, "Servers tried").
+// A write reads the fence from the header and the ETag from the same GET
+// (a ranged GET of the header), never from a HEAD or from the user
+// metadata: a server that reads the metadata and the ETag separately, as
+// versitygw v1.8.0 does in a HEAD, can pair an old fence with a new ETag,
+// and a PUT conditioned on that ETag would overwrite a higher fence. An ETag
+// older than the body only makes the PUT fail, and the write reads again.
 //
-// Delete leaves a tombstone object that keeps the fence; nothing is ever
-// deleted, so a bucket lifecycle rule must not expire the store's objects.
+// Call Store.VerifyServer at startup: some S3-compatible servers accept the
+// conditional headers and ignore them, and on those every write would be a
+// check-then-write. It fails with an error matching ErrUnsafeServer.
+//
+// Delete leaves a tombstone object that keeps the fence; no key's object is
+// ever deleted, so a bucket lifecycle rule must not expire the store's objects.
 // The store has no lock Backend: pair it with a lock on Redis, PostgreSQL
 // or memory.
 //

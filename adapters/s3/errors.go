@@ -16,14 +16,23 @@ var (
 	ErrContention = errors.New("s3: too much contention on the key")
 
 	// ErrCorrupt means an object under the store's prefix is not one the
-	// store wrote: no fencekit header, or metadata that disagrees with it.
-	// The store refuses to read or overwrite it.
+	// store wrote: no fencekit header (an empty object included), or a
+	// hashed name whose header names another key. The store refuses to read
+	// or overwrite it.
 	ErrCorrupt = errors.New("s3: object is not a fencekit object")
 
 	// ErrNoBucket means the store's bucket does not exist (S3 error code
 	// NoSuchBucket): a wrong bucket name, or a bucket deleted under the
 	// store. It is permanent; nothing was written.
 	ErrNoBucket = errors.New("s3: no such bucket")
+
+	// ErrUnsafeServer means Store.VerifyServer found that the server does
+	// not honour the conditional writes the store's fencing rests on: it
+	// ignored If-Match or If-None-Match: *, refused a condition that holds,
+	// or kept an object's ETag through a change of its body. The error's
+	// text names the step that failed. Writes through the store on such a
+	// server could replace a higher fence, or never succeed.
+	ErrUnsafeServer = errors.New("s3: the server does not honour conditional writes as the store needs")
 )
 
 // httpStatus returns the HTTP status code of an S3 error, or 0.
@@ -37,9 +46,9 @@ func httpStatus(err error) int {
 
 // noBucket reports whether S3 refused a request because the bucket does not
 // exist: error code NoSuchBucket, which S3 sends with its 404 to every
-// request that carries a body (GET, PUT), unlike NoSuchKey. A HEAD's 404 has
-// no body, so it cannot tell the two apart: a write learns of a missing
-// bucket from its PUT.
+// request that carries a body (GET, PUT), unlike NoSuchKey. Every read the
+// store makes is a GET, so a write learns of a missing bucket from its
+// first request.
 func noBucket(err error) bool {
 	var ae smithy.APIError
 	return errors.As(err, &ae) && ae.ErrorCode() == "NoSuchBucket"

@@ -35,3 +35,15 @@ func ExampleStore_ObjectName() {
 	// jobs/k/report%2F2026-12
 	// jobs/k/%49nvoice%2E42
 }
+
+// At startup, before the first write: a server that ignores If-Match or
+// If-None-Match is refused.
+func ExampleStore_VerifyServer() {
+	var client *awss3.Client // from s3.NewFromConfig(cfg)
+	store := fences3.NewStore(client, "my-bucket", &fences3.Options{Prefix: "jobs/"})
+	if err := store.VerifyServer(context.Background()); errors.Is(err, fences3.ErrUnsafeServer) {
+		// do not use this server for fenced writes
+	} else if err != nil {
+		// network, credentials, or fences3.ErrNoBucket
+	}
+}

@@ -128,36 +128,49 @@ type parsed struct {
 	value []byte // aliases the body; nil for a tombstone
 }
 
-// parseBody decodes body. key is checked against the body's key header when
-// the object name is hashed.
-func parseBody(body []byte, withKey bool, key string) (parsed, error) {
+// parseHeader decodes the header at the start of body: the kind, the
+// fence, and what follows the header (after the key header of a hashed
+// name, which must name key). body may be the first bytes of an object
+// only (a ranged read).
+func parseHeader(body []byte, withKey bool, key string) (kind byte, f fence.Token, rest []byte, err error) {
 	if len(body) < headerLen || string(body[:len(headerMagic)]) != headerMagic ||
 		body[len(headerMagic)+1] != ' ' || body[headerLen-1] != '\n' {
-		return parsed{}, fmt.Errorf("%w: object does not start with a fencekit header", ErrCorrupt)
+		return 0, 0, nil, fmt.Errorf("%w: object does not start with a fencekit header", ErrCorrupt)
 	}
-	p := parsed{kind: body[len(headerMagic)]}
-	f, err := parseFence(string(body[len(headerMagic)+2 : headerLen-1]))
+	kind = body[len(headerMagic)]
+	if kind != kindValue && kind != kindTomb {
+		return 0, 0, nil, fmt.Errorf("%w: unknown object kind %q", ErrCorrupt, kind)
+	}
+	f, err = parseFence(string(body[len(headerMagic)+2 : headerLen-1]))
 	if err != nil {
-		return parsed{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return 0, 0, nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	p.fence = f
-	rest := body[headerLen:]
+	rest = body[headerLen:]
 	if withKey {
 		kh := keyHeader(key)
 		if len(rest) < len(kh) || string(rest[:len(kh)]) != string(kh) {
-			return parsed{}, fmt.Errorf("%w: object's key header does not name key %q", ErrCorrupt, key)
+			return 0, 0, nil, fmt.Errorf("%w: object's key header does not name key %q", ErrCorrupt, key)
 		}
 		rest = rest[len(kh):]
 	}
-	switch p.kind {
+	return kind, f, rest, nil
+}
+
+// parseBody decodes a whole object body. key is checked against the body's
+// key header when the object name is hashed.
+func parseBody(body []byte, withKey bool, key string) (parsed, error) {
+	kind, f, rest, err := parseHeader(body, withKey, key)
+	if err != nil {
+		return parsed{}, err
+	}
+	p := parsed{kind: kind, fence: f}
+	switch kind {
 	case kindValue:
 		p.value = rest
 	case kindTomb:
 		if len(rest) != 0 {
 			return parsed{}, fmt.Errorf("%w: tombstone with %d bytes of value", ErrCorrupt, len(rest))
 		}
-	default:
-		return parsed{}, fmt.Errorf("%w: unknown object kind %q", ErrCorrupt, p.kind)
 	}
 	return p, nil
 }

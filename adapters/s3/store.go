@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	mrand "math/rand/v2"
+	"net/http"
 	"time"
 	"unicode/utf8"
 
@@ -16,10 +17,11 @@ import (
 	"github.com/fencekit/fencekit/fence"
 )
 
-// API is the part of the S3 client that Store uses. *s3.Client from
-// github.com/aws/aws-sdk-go-v2/service/s3 satisfies it.
+// API is the part of the S3 client that Store uses: GetObject and
+// PutObject for every call, DeleteObject only for VerifyServer's cleanup.
+// *s3.Client from github.com/aws/aws-sdk-go-v2/service/s3 satisfies it.
 type API interface {
-	HeadObject(ctx context.Context, in *awss3.HeadObjectInput, opts ...func(*awss3.Options)) (*awss3.HeadObjectOutput, error)
+	DeleteObject(ctx context.Context, in *awss3.DeleteObjectInput, opts ...func(*awss3.Options)) (*awss3.DeleteObjectOutput, error)
 	GetObject(ctx context.Context, in *awss3.GetObjectInput, opts ...func(*awss3.Options)) (*awss3.GetObjectOutput, error)
 	PutObject(ctx context.Context, in *awss3.PutObjectInput, opts ...func(*awss3.Options)) (*awss3.PutObjectOutput, error)
 }
@@ -52,8 +54,10 @@ const MaxValueLen int64 = 5<<30 - headerLen - keyLenDigits - fence.MaxKeyLen - 1
 // maxObjectLen is the size of the largest object a Store writes.
 const maxObjectLen = MaxValueLen + headerLen + keyLenDigits + fence.MaxKeyLen + 1
 
-// Metadata keys (x-amz-meta-...) that repeat the header, so that a HEAD
-// tells a write the fence without downloading the value.
+// Metadata keys (x-amz-meta-...) that repeat the header, for people and
+// tools that look at an object with a HEAD. The store never reads them:
+// some servers (versitygw v1.8.0) return the metadata of one version with
+// the ETag of another, so only the body tells the fence (see readHeader).
 const (
 	metaFence = "fencekit-fence"
 	metaKind  = "fencekit-kind"
@@ -64,15 +68,19 @@ const (
 // one object; see docs/s3.md for the layout, the requests each method makes
 // and which services are known to be safe.
 //
-// A write reads the object's ETag and fence (HEAD; GET for Advance, which
-// must rewrite the value), compares the token, and writes with If-Match on
-// that ETag, or If-None-Match: * when there was no object. The server
+// A write reads the object's fence from its body and the ETag from the same
+// response (a ranged GET of the header; a whole GET for Advance, which must
+// rewrite the value), compares the token, and writes with If-Match on that
+// ETag, or If-None-Match: * when there was no object. The server
 // applies the PUT only if nobody wrote in between, so the comparison and the
 // write are one atomic step at the server. When somebody did (412 or 409),
 // the write reads again and decides again, up to Options.MaxAttempts times.
 // A PUT whose outcome is unknown (a network error, a 5xx) is never sent
 // again: the error is returned, and the caller may retry with the same
 // token.
+//
+// Call VerifyServer once at startup: it refuses a server that ignores the
+// conditional headers, on which every write would be a check-then-write.
 //
 // A Store is safe for concurrent use.
 type Store struct {
@@ -128,8 +136,9 @@ func containsNUL(s string) bool {
 func (s *Store) ObjectName(key string) string { return objectName(s.prefix, key) }
 
 // Put writes value under key if token >= the key's fence, and raises the
-// fence to token: a HEAD, then a conditional PUT of the header and the value
-// (read in place, not copied). A nil value is stored as an empty value.
+// fence to token: a ranged GET of the header, then a conditional PUT of the
+// header and the value (read in place, not copied). A nil value is stored
+// as an empty value.
 func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []byte) error {
 	if int64(len(value)) > MaxValueLen {
 		return fence.Invalid("s3: value of %d bytes is longer than %d", len(value), MaxValueLen)
@@ -139,9 +148,9 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 
 // Delete removes key's value if token >= its fence, leaving a tombstone
 // object (the header alone) that keeps the fence, so that an older token
-// can never re-create the key: a HEAD, then a conditional PUT. Deleting a
-// missing key leaves such a tombstone; deleting a tombstone at the same
-// fence sends nothing more.
+// can never re-create the key: a ranged GET of the header, then a
+// conditional PUT. Deleting a missing key leaves such a tombstone; deleting
+// a tombstone at the same fence sends nothing more.
 func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error {
 	return s.write(ctx, opDelete, key, token, nil)
 }
@@ -200,7 +209,7 @@ type state struct {
 	etag   string
 	kind   byte
 	fence  fence.Token
-	value  []byte // from a GET only
+	value  []byte // from a whole GET only
 }
 
 // write is the read, compare, conditional-PUT loop behind Put, Delete and
@@ -224,7 +233,7 @@ func (s *Store) write(ctx context.Context, o op, key string, token fence.Token, 
 		if o == opAdvance {
 			cur, err = s.get(ctx, key, name)
 		} else {
-			cur, err = s.head(ctx, key, name)
+			cur, err = s.readHeader(ctx, key, name)
 		}
 		if err != nil {
 			return err
@@ -322,36 +331,54 @@ func (s *Store) noBucketError(op, key string, err error) error {
 	return fmt.Errorf("s3: %s %q: %w %q: %w", op, key, ErrNoBucket, s.bucket, err)
 }
 
-// head reads the ETag, kind and fence of the object at name.
-func (s *Store) head(ctx context.Context, key, name string) (state, error) {
-	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(name)})
-	if err != nil {
-		if notFound(err) {
-			return state{}, nil
-		}
-		return state{}, fmt.Errorf("s3: head %q: %w", key, err)
+// readHeader reads the kind and fence of the object at name from the header
+// at the start of its body, and the ETag from the same response: one ranged
+// GET. The fence and the ETag a write acts on must not come from two
+// versions, or the write could compare its token with an older, lower fence
+// and then pass an If-Match on the newer ETag. This rests on the server
+// never answering a GET with an ETag newer than the body it sends
+// (versitygw reads the ETag before it opens the file, gofakes3 answers
+// from one stored item; TestReadIsConsistent checks it on the server): an
+// ETag older than the body only makes the conditional PUT fail (412), and
+// the write reads again. The user metadata is not read: versitygw v1.8.0
+// reads it apart from the ETag.
+func (s *Store) readHeader(ctx context.Context, key, name string) (state, error) {
+	n := headerLen
+	if hashed(s.prefix, name) {
+		n += len(keyHeader(key))
 	}
-	kind, f, err := fromMetadata(out.Metadata)
+	out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{
+		Bucket: aws.String(s.bucket), Key: aws.String(name),
+		Range: aws.String(fmt.Sprintf("bytes=0-%d", n-1)),
+	})
+	if err != nil {
+		switch {
+		case notFound(err):
+			return state{}, nil
+		case noBucket(err):
+			return state{}, s.noBucketError("get", key, err)
+		case httpStatus(err) == http.StatusRequestedRangeNotSatisfiable:
+			// An empty object: too short for a header.
+			return state{}, fmt.Errorf("s3: %q (object %q): %w: empty object", key, name, ErrCorrupt)
+		}
+		return state{}, fmt.Errorf("s3: get %q: %w", key, err)
+	}
+	defer out.Body.Close()
+	if out.ETag == nil || *out.ETag == "" {
+		return state{}, fmt.Errorf("s3: get %q: the server sent no ETag, which conditional writes need", key)
+	}
+	// A server that ignores Range sends the whole object: only the header
+	// is read.
+	data := make([]byte, n)
+	got, err := io.ReadFull(out.Body, data)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return state{}, fmt.Errorf("s3: get %q: %w", key, err)
+	}
+	kind, f, _, err := parseHeader(data[:got], hashed(s.prefix, name), key)
 	if err != nil {
 		return state{}, fmt.Errorf("s3: %q (object %q): %w", key, name, err)
 	}
-	if out.ETag == nil || *out.ETag == "" {
-		return state{}, fmt.Errorf("s3: head %q: the server sent no ETag, which conditional writes need", key)
-	}
 	return state{exists: true, etag: *out.ETag, kind: kind, fence: f}, nil
-}
-
-// fromMetadata reads kind and fence from an object's user metadata.
-func fromMetadata(md map[string]string) (byte, fence.Token, error) {
-	k := md[metaKind]
-	if len(k) != 1 || k[0] != kindValue && k[0] != kindTomb {
-		return 0, 0, fmt.Errorf("%w: metadata %s is %q", ErrCorrupt, metaKind, k)
-	}
-	f, err := parseFence(md[metaFence])
-	if err != nil {
-		return 0, 0, fmt.Errorf("%w: metadata %s: %v", ErrCorrupt, metaFence, err)
-	}
-	return k[0], f, nil
 }
 
 // get reads the whole object at name into one buffer and decodes it.
@@ -388,12 +415,11 @@ func (s *Store) get(ctx context.Context, key, name string) (state, error) {
 		}
 		return state{}, fmt.Errorf("s3: get %q: %w", key, err)
 	}
+	// The header alone tells the fence; the metadata, which a server may
+	// read apart from the body, is not consulted.
 	p, err := parseBody(data, hashed(s.prefix, name), key)
 	if err != nil {
 		return state{}, fmt.Errorf("s3: %q (object %q): %w", key, name, err)
-	}
-	if kind, f, err := fromMetadata(out.Metadata); err != nil || kind != p.kind || f != p.fence {
-		return state{}, fmt.Errorf("s3: %q (object %q): %w: metadata (%q, %d) disagrees with the header (%q, %d)", key, name, ErrCorrupt, kind, f, p.kind, p.fence)
 	}
 	return state{exists: true, etag: *out.ETag, kind: p.kind, fence: p.fence, value: p.value}, nil
 }

@@ -84,6 +84,11 @@ func openS3At(ctx context.Context, endpoint string) (lock.Backend, fence.Store, 
 	}
 	prefix := "fencelab-" + runID(ctx) + "/"
 	store := fences3.NewStore(client, *s3Bucket, &fences3.Options{Prefix: prefix})
+	// A server that ignores the conditional headers would make every
+	// fenced scenario meaningless: refuse it before the first write.
+	if err := store.VerifyServer(ctx); err != nil {
+		return nil, nil, nil, fmt.Errorf("s3: %s: %w", endpointName(endpoint), err)
+	}
 	switch *s3Lock {
 	case "memory":
 		return memory.NewBackend(), store, func() {}, nil
@@ -113,6 +118,14 @@ func openS3At(ctx context.Context, endpoint string) (lock.Backend, fence.Store, 
 		return fenceredis.NewBackend(rdb, &fenceredis.BackendOptions{Prefix: lockPrefix}), store, closeFn, nil
 	}
 	return nil, nil, nil, fmt.Errorf("s3: -s3-lock %q: want memory or redis", *s3Lock)
+}
+
+// endpointName names the S3 endpoint for an error message.
+func endpointName(endpoint string) string {
+	if endpoint == "" {
+		return "AWS S3"
+	}
+	return endpoint
 }
 
 // runID is a short random name for one run.

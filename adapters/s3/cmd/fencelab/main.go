@@ -11,6 +11,10 @@
 //
 // Credentials and the region come from the AWS SDK's default chain
 // (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a shared profile, ...).
+// Before its first write the run calls the store's VerifyServer, and stops
+// with its error (matching ErrUnsafeServer) on a server that does not honour
+// the conditional writes the store needs.
+//
 // The run writes only under a prefix of its own and leaves its objects
 // behind (tombstones are the point of the store); give the bucket a
 // lifecycle rule or use a scratch bucket.

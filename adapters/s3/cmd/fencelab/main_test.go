@@ -1,8 +1,13 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fencekit/fencekit/adapters/s3/internal/s3server"
@@ -52,6 +57,45 @@ func TestChaos(t *testing.T) {
 	}
 	if code != 0 {
 		t.Fatalf("fencelab chaos exited %d; want 0", code)
+	}
+}
+
+// TestScenariosVerifyServer: `fencelab -backend s3` runs the store's
+// VerifyServer before its scenarios: through a proxy that records the
+// requests, the probe object under the run's "verify/" is created with
+// If-None-Match: * and deleted again.
+func TestScenariosVerifyServer(t *testing.T) {
+	srv := s3server.Shared(t)
+	setS3Env(t, srv)
+	target, err := url.Parse(srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu               sync.Mutex
+		created, deleted bool
+	)
+	proxy := &httputil.ReverseProxy{Director: func(r *http.Request) {
+		// Only the URL changes: the Host header stays the one the client
+		// signed.
+		r.URL.Scheme, r.URL.Host = target.Scheme, target.Host
+		if strings.Contains(r.URL.Path, "/verify/") {
+			mu.Lock()
+			created = created || r.Method == http.MethodPut && r.Header.Get("If-None-Match") == "*"
+			deleted = deleted || r.Method == http.MethodDelete
+			mu.Unlock()
+		}
+	}}
+	front := httptest.NewServer(proxy)
+	defer front.Close()
+	args := []string{"-backend", "s3", "-s3-endpoint", front.URL, "-s3-bucket", srv.Bucket, "-s3-lock", "memory"}
+	if code := runMain(t, args); code != 0 {
+		t.Fatalf("fencelab exited %d; want 0", code)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !created || !deleted {
+		t.Fatalf("probe object created %v, deleted %v; want VerifyServer's probe created and deleted", created, deleted)
 	}
 }
 

@@ -5,8 +5,9 @@
 // It is a module of its own so that gofakes3's requirements stay out of
 // adapters/s3's go.mod. s3mem checks a PUT's If-Match / If-None-Match and
 // stores the object under one write lock, and answers HEAD and GET from one
-// stored version under a read lock: the two properties the fenced store
-// needs (adapters/s3 TestConditionalPutIsAtomic, TestHeadIsConsistent).
+// stored version under a read lock: the fenced store needs the first and a
+// GET whose ETag is never newer than its body (adapters/s3
+// TestConditionalPutIsAtomic, TestReadIsConsistent).
 // gofakes3 does not check request signatures.
 package main
 

@@ -6,14 +6,13 @@
 //  2. otherwise the server FENCEKIT_S3_SERVER names is built once, cached
 //     under the user cache directory, and started on a free loopback port
 //     for the test binary:
-//     - "gofakes3" (the default): gofakes3 v1.2.0 with its in-memory backend,
-//     through the small program in ../fakes3 (a module of its own, built
-//     with `go build`, cached by a hash of its go.mod, go.sum and main.go);
-//     - "versitygw": versitygw v1.8.0 (an S3 gateway over a directory),
-//     built with `go install` from the Go module proxy, cached by version.
-//     Its HEAD can return the metadata of one version of an object with
-//     the ETag of the next, which breaks the fenced store now and then
-//     (docs/s3.md, "Servers tried"), so it is not the default;
+//     - "versitygw" (the default): versitygw v1.8.0, a production S3
+//     gateway over a directory, built with `go install` from the Go module
+//     proxy, cached by version;
+//     - "gofakes3": gofakes3 v1.2.0 with its in-memory backend, through
+//     the small program in ../fakes3 (a module of its own, built with
+//     `go build`, cached by a hash of its go.mod, go.sum and main.go), the
+//     second server CI runs the tests on;
 //  3. if neither works the test is skipped, or failed under
 //     FENCEKIT_REQUIRE_BACKENDS=1.
 //
@@ -167,10 +166,10 @@ func open() (*Server, error) {
 
 // Kinds of server this package can build and start.
 const (
-	// FakeS3 is gofakes3 (FakeS3Version) with its in-memory backend, the
-	// default.
+	// FakeS3 is gofakes3 (FakeS3Version) with its in-memory backend.
 	FakeS3 = "gofakes3"
-	// Versity is versitygw (VersityVersion) with its posix backend.
+	// Versity is versitygw (VersityVersion) with its posix backend, the
+	// default: a real server, where gofakes3 is a test fake.
 	Versity = "versitygw"
 )
 
@@ -178,13 +177,12 @@ const (
 const FakeS3Version = "v1.2.0"
 
 // Selected returns the kind of server to start: FENCEKIT_S3_SERVER, or
-// FakeS3 when it is empty. Any other value selects FakeS3 too and is
-// reported by Binary.
+// Versity when it is empty. Any other value is reported by Binary.
 func Selected() string {
 	if v := strings.TrimSpace(os.Getenv("FENCEKIT_S3_SERVER")); v != "" {
 		return v
 	}
-	return FakeS3
+	return Versity
 }
 
 // Binary returns the path of kind's binary, building it the first time.

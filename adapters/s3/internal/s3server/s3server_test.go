@@ -14,7 +14,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
-// TestServerBinary builds the selected server (FENCEKIT_S3_SERVER, gofakes3
+// TestServerBinary builds the selected server (FENCEKIT_S3_SERVER, versitygw
 // by default), or finds it in the cache. .ci/run calls it first, with a
 // long -timeout, so that a cold build is not counted against the other test
 // binaries' default timeout.
@@ -31,6 +31,19 @@ func TestServerBinary(t *testing.T) {
 		if err != nil || !strings.Contains(strings.ToLower(string(out)), "version") {
 			t.Fatalf("versitygw --version: %v\n%s", err, out)
 		}
+	}
+}
+
+// TestSelectedDefaultIsVersity: with FENCEKIT_S3_SERVER unset the tests
+// run on versitygw, a real server; gofakes3 only when asked for.
+func TestSelectedDefaultIsVersity(t *testing.T) {
+	t.Setenv("FENCEKIT_S3_SERVER", "")
+	if got := Selected(); got != Versity {
+		t.Fatalf("Selected() = %q with FENCEKIT_S3_SERVER empty; want %q", got, Versity)
+	}
+	t.Setenv("FENCEKIT_S3_SERVER", FakeS3)
+	if got := Selected(); got != FakeS3 {
+		t.Fatalf("Selected() = %q with FENCEKIT_S3_SERVER=%s; want it", got, FakeS3)
 	}
 }
 
