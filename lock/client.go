@@ -119,24 +119,11 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 	}
 	began := time.Now()
 	bound := c.opts.unreachableBound()
-	// unanswered is when the first attempt began of those that got no
-	// answer about the lock in a row; answered says the last attempt got
-	// one. The pause after an answer is Acquire's own choice, and does not
-	// count against the backend.
-	var unanswered time.Time
-	answered := true
+	r := newReach(bound)
 	for attempt := 1; ; attempt++ {
-		if answered {
-			unanswered, answered = time.Now(), false
-		}
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if bound > 0 {
-			// An attempt that hangs (a dropped SYN, a server that never
-			// answers) must not outlast the bound either.
-			actx, cancel = context.WithDeadline(ctx, unanswered.Add(bound))
-		}
+		actx, cancel := r.attempt(ctx)
 		lease, err := c.attempt(actx, name, owner, ttl, keepAlive, began, attempt)
-		cutByBound := actx.Err() != nil && ctx.Err() == nil
+		keep := keepLast(ctx, actx, last)
 		cancel()
 		if err == nil {
 			if ambiguous {
@@ -147,9 +134,8 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 		if errors.Is(err, ErrInvalid) {
 			return nil, err
 		}
-		if errors.Is(err, ErrHeld) {
-			answered = true
-		} else {
+		r.result(err)
+		if !errors.Is(err, ErrHeld) {
 			ambiguous = true
 		}
 		if !Retryable(err) && ctx.Err() == nil {
@@ -158,19 +144,14 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 			}
 			return nil, permanent(name, attempt, err)
 		}
-		// An attempt cut short by the context ending says nothing about the
-		// lock; keep the previous attempt's answer (ctx.Err() is joined in).
-		// One cut by the bound keeps the previous failure to reach the
-		// backend (a refused connection says more than a timeout), but not
-		// an ErrHeld, which would misname why Acquire gave up.
-		if last == nil || (ctx.Err() == nil && (!cutByBound || errors.Is(last, ErrHeld))) {
+		if keep {
 			last = err
 		}
 		if ctx.Err() != nil || (maxAttempts > 0 && attempt >= maxAttempts) {
 			return giveUp(attempt)
 		}
 		wait := c.backoff(attempt, last)
-		if bound > 0 && !errors.Is(err, ErrHeld) && time.Since(unanswered)+wait >= bound {
+		if r.exceeded(wait) {
 			// The next attempt would start after the bound: the backend
 			// has not answered for that long.
 			if ambiguous {

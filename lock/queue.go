@@ -170,18 +170,11 @@ func (c *Client) acquireQueued(ctx context.Context, q QueueBackend, name, owner 
 	// about the lock, as in Client.acquire; a place kept in line (ErrHeld)
 	// is an answer, so waiting in line is never cut short by it.
 	bound := c.opts.unreachableBound()
-	var unanswered time.Time
-	answered := true
+	r := newReach(bound)
 	for attempt := 1; ; attempt++ {
-		if answered {
-			unanswered, answered = time.Now(), false
-		}
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if bound > 0 {
-			actx, cancel = context.WithDeadline(ctx, unanswered.Add(bound))
-		}
+		actx, cancel := r.attempt(ctx)
 		lease, err := cc.attempt(actx, name, owner, ttl, keepAlive, began, attempt)
-		cutByBound := actx.Err() != nil && ctx.Err() == nil
+		keep := keepLast(ctx, actx, last)
 		cancel()
 		if err == nil {
 			if ambiguous {
@@ -192,16 +185,15 @@ func (c *Client) acquireQueued(ctx context.Context, q QueueBackend, name, owner 
 		if errors.Is(err, ErrInvalid) {
 			return giveUp(err)
 		}
+		r.result(err)
 		held := errors.Is(err, ErrHeld)
-		if held {
-			answered = true
-		} else {
+		if !held {
 			ambiguous = true
 		}
 		if !Retryable(err) && ctx.Err() == nil {
 			return giveUp(permanent(name, attempt, err))
 		}
-		if last == nil || (ctx.Err() == nil && (!cutByBound || errors.Is(last, ErrHeld))) {
+		if keep {
 			last = err
 		}
 		if ctx.Err() != nil || (maxAttempts > 0 && attempt >= maxAttempts) {
@@ -228,7 +220,7 @@ func (c *Client) acquireQueued(ctx context.Context, q QueueBackend, name, owner 
 		}
 		// Back off as Acquire does, but renew the place in time.
 		wait := min(c.backoff(attempt, last), renewEvery)
-		if bound > 0 && time.Since(unanswered)+wait >= bound {
+		if r.exceeded(wait) {
 			// The next attempt would start after the bound: the backend
 			// has not answered for that long.
 			return giveUp(unreachable(name, attempt, bound, last))
