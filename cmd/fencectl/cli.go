@@ -46,6 +46,7 @@ func (k *keyList) Set(v string) error {
 // config is the parsed command line.
 type config struct {
 	backend, redisURL, postgresURL string
+	mysqlURL                       string
 	redisCluster                   bool
 	prefix, storePrefix            string
 	leaseTable, storeTable         string
@@ -88,7 +89,7 @@ commands:
   release --force NAME --fence KEY [--fence KEY...]
                                    raise the fences of the KEYs past the holder's token,
                                    then delete the lease (--no-fence: no keys)
-  bump --by N                      PostgreSQL, after a restore: raise every token by N
+  bump --by N                      SQL backends, after a restore: raise every token by N
 
 exit codes: 0 done, 1 failed, 2 usage, 3 nothing to do (release of a free lock)
 
@@ -104,14 +105,15 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 		fmt.Fprint(stderr, usageText)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&c.backend, "backend", "", "redis or postgres; needed only when both URLs are set")
+	fs.StringVar(&c.backend, "backend", "", "redis, postgres, mysql, or postgres-sqldb (PostgreSQL through database/sql and adapters/sqldb); needed only when several URLs are set")
 	fs.StringVar(&c.redisURL, "redis-url", getenv("FENCEKIT_REDIS_URL"), "Redis URL (default $FENCEKIT_REDIS_URL)")
 	fs.StringVar(&c.postgresURL, "postgres-url", getenv("FENCEKIT_POSTGRES_URL"), "PostgreSQL URL (default $FENCEKIT_POSTGRES_URL)")
+	fs.StringVar(&c.mysqlURL, "mysql-url", getenv("FENCEKIT_MYSQL_URL"), "MySQL/MariaDB DSN, user:password@tcp(host:port)/database (default $FENCEKIT_MYSQL_URL)")
 	fs.BoolVar(&c.redisCluster, "redis-cluster", false, "the Redis URL names a Cluster: redis://host:port?addr=host2:port2&addr=...")
 	fs.StringVar(&c.prefix, "prefix", "fencekit", "Redis: key prefix of the locks (BackendOptions.Prefix)")
 	fs.StringVar(&c.storePrefix, "store-prefix", "fencekit", "Redis: key prefix of the fenced store (StoreOptions.Prefix)")
-	fs.StringVar(&c.leaseTable, "lease-table", "fencekit_leases", "PostgreSQL: lease table, table or schema.table")
-	fs.StringVar(&c.storeTable, "store-table", "fencekit_store", "PostgreSQL: store table, table or schema.table")
+	fs.StringVar(&c.leaseTable, "lease-table", "fencekit_leases", "SQL: lease table, table or schema.table (MySQL: database.table)")
+	fs.StringVar(&c.storeTable, "store-table", "fencekit_store", "SQL: store table, table or schema.table (MySQL: database.table)")
 	fs.BoolVar(&c.json, "json", false, "print JSON instead of text")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "bound on the whole command (above zero)")
 	fs.BoolVar(&c.force, "force", false, "release: evict the live holder (required)")

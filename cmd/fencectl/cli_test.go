@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/fencekit/fencekit/adapters/postgres"
+	"github.com/fencekit/fencekit/adapters/sqldb"
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
@@ -63,6 +66,34 @@ func postgresWorld(t *testing.T) world {
 	}
 }
 
+// mysqlWorld is a fresh database of its own on the MySQL/MariaDB server,
+// with sqldb's tables, named by FENCEKIT_MYSQL_URL.
+func mysqlWorld(t *testing.T) world {
+	cfg := testkit.MySQLConfig(t)
+	db := testkit.OpenMySQL(t, cfg)
+	require.NoError(t, sqldb.Migrate(testkit.Context(t), db, sqldb.MySQL, nil))
+	return world{
+		backend: sqldb.NewBackend(db, sqldb.MySQL, nil),
+		store:   sqldb.NewStore(db, sqldb.MySQL, nil),
+		env:     map[string]string{"FENCEKIT_MYSQL_URL": cfg.FormatDSN()},
+		bumps:   true,
+	}
+}
+
+// postgresSQLWorld is PostgreSQL as a service on adapters/sqldb sees it
+// (database/sql, pgx's driver), and fencectl --backend postgres-sqldb.
+func postgresSQLWorld(t *testing.T) world {
+	w := postgresWorld(t)
+	db := stdlib.OpenDBFromPool(testkit.PostgresAt(t, w.env["FENCEKIT_POSTGRES_URL"]))
+	t.Cleanup(func() { _ = db.Close() })
+	schema := w.flags[1][:strings.IndexByte(w.flags[1], '.')]
+	opts := &sqldb.Options{StoreTable: sqldb.Identifier{schema, "fencekit_store"}, LeaseTable: sqldb.Identifier{schema, "fencekit_leases"}}
+	w.backend = sqldb.NewBackend(db, sqldb.PostgreSQL, opts)
+	w.store = sqldb.NewStore(db, sqldb.PostgreSQL, opts)
+	w.flags = append([]string{"--backend", "postgres-sqldb"}, w.flags...)
+	return w
+}
+
 func (w world) args(args ...string) []string { return append(append([]string{}, w.flags...), args...) }
 
 // TestRedis and TestPostgres drive every command against a lock that a
@@ -75,6 +106,18 @@ func TestRedis(t *testing.T) {
 func TestPostgres(t *testing.T) {
 	t.Parallel()
 	operate(t, postgresWorld(t))
+}
+
+// TestMySQL and TestPostgresSQL drive every command on the SQL backends
+// of adapters/sqldb.
+func TestMySQL(t *testing.T) {
+	t.Parallel()
+	operate(t, mysqlWorld(t))
+}
+
+func TestPostgresSQL(t *testing.T) {
+	t.Parallel()
+	operate(t, postgresSQLWorld(t))
 }
 
 func operate(t *testing.T, w world) {
@@ -244,6 +287,9 @@ func TestUsage(t *testing.T) {
 		{[]string{"inspect", "x"}, map[string]string{"FENCEKIT_REDIS_URL": "redis://a", "FENCEKIT_POSTGRES_URL": "postgres://b"}, "choose one with --backend"},
 		{[]string{"--backend", "etcd", "--redis-url", "redis://a", "inspect", "x"}, env, "unknown backend"},
 		{[]string{"--redis-url", "nonsense://", "inspect", "x"}, env, "redis URL"},
+		{[]string{"--mysql-url", "nonsense", "inspect", "x"}, env, "mysql DSN"},
+		{[]string{"inspect", "x"}, map[string]string{"FENCEKIT_MYSQL_URL": "root@tcp(a)/b", "FENCEKIT_POSTGRES_URL": "postgres://b"}, "choose one with --backend"},
+		{[]string{"--backend", "mysql", "inspect", "x"}, env, "--backend mysql needs --mysql-url"},
 		{[]string{"--no-such-flag"}, env, "flag provided but not defined"},
 	} {
 		code, _, errOut := ctl(t, tc.env, tc.args...)
@@ -261,6 +307,10 @@ func TestUnreachable(t *testing.T) {
 	t.Parallel()
 	code, _, errOut := ctl(t, nil, "--redis-url", "redis://127.0.0.1:1/0", "--timeout", "2s", "inspect", "x")
 	if code != exitFailed || !strings.Contains(errOut, "cannot reach Redis at 127.0.0.1:1") {
+		t.Fatalf("exit %d, %q; want 1 and the address", code, errOut)
+	}
+	code, _, errOut = ctl(t, nil, "--mysql-url", "root@tcp(127.0.0.1:1)/test", "--timeout", "2s", "inspect", "x")
+	if code != exitFailed || !strings.Contains(errOut, "cannot reach MySQL at 127.0.0.1:1") {
 		t.Fatalf("exit %d, %q; want 1 and the address", code, errOut)
 	}
 }

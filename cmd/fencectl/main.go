@@ -1,7 +1,7 @@
 // Command fencectl is the operator's tool for fencekit's locks and fenced
-// stores on Redis and PostgreSQL: see who holds a lock, list the held
-// locks, read a key's fence, break a stuck lock safely, and raise every
-// token after restoring PostgreSQL from a backup.
+// stores on Redis, PostgreSQL and MySQL/MariaDB: see who holds a lock, list
+// the held locks, read a key's fence, break a stuck lock safely, and raise
+// every token after restoring a SQL database from a backup.
 //
 // Usage:
 //
@@ -13,13 +13,17 @@
 //	fencectl [flags] bump --by N
 //
 // Flags may come before or after the command. The server comes from
-// --redis-url or --postgres-url, else from FENCEKIT_REDIS_URL or
-// FENCEKIT_POSTGRES_URL; when both kinds are set, --backend chooses.
+// --redis-url, --postgres-url or --mysql-url, else from FENCEKIT_REDIS_URL,
+// FENCEKIT_POSTGRES_URL or FENCEKIT_MYSQL_URL (a go-sql-driver/mysql DSN,
+// user:password@tcp(host:port)/database); when several are set, --backend
+// chooses: redis, postgres (adapters/postgres, pgx), mysql (adapters/sqldb)
+// or postgres-sqldb (PostgreSQL through database/sql and adapters/sqldb;
+// the tables are the same as postgres's).
 // --redis-cluster says the Redis URL names a Cluster
 // (redis://host:port?addr=host2:port2&addr=...).
 // Redis keys are found under --prefix (locks) and --store-prefix (fenced
-// store), PostgreSQL rows in --lease-table and --store-table
-// ("schema.table" or "table"), all with fencekit's defaults. Output is
+// store), SQL rows in --lease-table and --store-table ("schema.table",
+// "database.table" on MySQL, or "table"), all with fencekit's defaults. Output is
 // text, or JSON with --json.
 //
 // release --force evicts a live holder safely: it first raises the fence of
@@ -30,10 +34,10 @@
 // or Guard resources); writes the holder makes elsewhere are not fenced by
 // it.
 //
-// bump --by N raises every token counter of a PostgreSQL lease table by N,
-// the floor row included: run it after restoring the database, before the
-// applications start again (see docs/operations.md). On Redis it refuses
-// and says why none is needed.
+// bump --by N raises every token counter of a SQL lease table by N, the
+// floor row included (PostgreSQL and MySQL alike): run it after restoring
+// the database, before the applications start again (see
+// docs/operations.md). On Redis it refuses and says why none is needed.
 //
 // Exit codes:
 //

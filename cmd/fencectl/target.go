@@ -24,31 +24,51 @@ type target struct {
 	backend lock.Backend
 	store   fence.Store
 	list    func(ctx context.Context, prefix string) ([]lock.Info, error)
-	bump    func(ctx context.Context, by int64) (postgres.BumpResult, error)
+	bump    func(ctx context.Context, by int64) (bumpResult, error)
 	noBump  string
 	close   func()
 }
 
+// bumpResult is what a backend's bump did.
+type bumpResult struct {
+	Rows     int64
+	MaxToken fence.Token
+}
+
+// backends names the kinds fencectl knows, in the order its messages
+// list them.
+var backends = []string{"redis", "postgres", "mysql", "postgres-sqldb"}
+
 // open connects to the backend that the flags and the environment name.
 func open(ctx context.Context, c *config) (*target, error) {
 	kind := c.backend
-	switch {
-	case kind == "" && c.redisURL != "" && c.postgresURL != "":
-		return nil, usagef("both a Redis and a PostgreSQL URL are set: choose one with --backend redis|postgres")
-	case kind == "" && c.redisURL != "":
-		kind = "redis"
-	case kind == "" && c.postgresURL != "":
-		kind = "postgres"
-	case kind == "":
-		return nil, usagef("no server: set --redis-url or --postgres-url (or FENCEKIT_REDIS_URL / FENCEKIT_POSTGRES_URL)")
+	if kind == "" {
+		var set []string
+		for _, u := range []struct{ kind, url string }{{"redis", c.redisURL}, {"postgres", c.postgresURL}, {"mysql", c.mysqlURL}} {
+			if u.url != "" {
+				set = append(set, u.kind)
+			}
+		}
+		switch len(set) {
+		case 0:
+			return nil, usagef("no server: set --redis-url, --postgres-url or --mysql-url (or FENCEKIT_REDIS_URL / FENCEKIT_POSTGRES_URL / FENCEKIT_MYSQL_URL)")
+		case 1:
+			kind = set[0]
+		default:
+			return nil, usagef("URLs of %s are set: choose one with --backend %s", strings.Join(set, " and "), strings.Join(backends, "|"))
+		}
 	}
 	switch kind {
 	case "redis":
 		return openRedis(ctx, c)
 	case "postgres":
 		return openPostgres(ctx, c)
+	case "mysql":
+		return openMySQL(ctx, c)
+	case "postgres-sqldb":
+		return openPostgresSQL(ctx, c)
 	}
-	return nil, usagef("unknown backend %q (have: redis, postgres)", kind)
+	return nil, usagef("unknown backend %q (have: %s)", kind, strings.Join(backends, ", "))
 }
 
 const redisNoBump = `bump is not needed on Redis, and fencectl does not change Redis counters:
@@ -117,8 +137,11 @@ func openPostgres(ctx context.Context, c *config) (*target, error) {
 		backend: postgres.NewBackend(pool, opts),
 		store:   postgres.NewStore(pool, opts),
 		list:    admin.List,
-		bump:    admin.Bump,
-		close:   pool.Close,
+		bump: func(ctx context.Context, by int64) (bumpResult, error) {
+			r, err := admin.Bump(ctx, by)
+			return bumpResult(r), err
+		},
+		close: pool.Close,
 	}, nil
 }
 
