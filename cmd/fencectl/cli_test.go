@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/fencekit/fencekit/adapters/postgres"
-	"github.com/fencekit/fencekit/adapters/sqldb"
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
+	"github.com/fencekit/fencekit/adapters/sqldb"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
