@@ -6,7 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
@@ -47,6 +50,7 @@ func (k *keyList) Set(v string) error {
 type config struct {
 	backend, redisURL, postgresURL string
 	mysqlURL                       string
+	urlFlags                       []string // the URL flags given on the command line
 	redisCluster                   bool
 	prefix, storePrefix            string
 	leaseTable, storeTable         string
@@ -56,6 +60,8 @@ type config struct {
 	force, noFence bool
 	fences         keyList
 	by             int64
+	interval       time.Duration
+	count          int
 
 	command string
 	args    []string
@@ -69,6 +75,7 @@ var commandFlags = map[string][]string{
 	"fence":   nil,
 	"release": {"force", "fence", "no-fence"},
 	"bump":    {"by"},
+	"watch":   {"interval", "count"},
 }
 
 // commandArgs is each command's number of arguments: at least, at most.
@@ -78,6 +85,7 @@ var commandArgs = map[string][2]int{
 	"fence":   {1, 1},
 	"release": {1, 1},
 	"bump":    {0, 0},
+	"watch":   {0, 1},
 }
 
 const usageText = `usage: fencectl [flags] COMMAND [ARGS]
@@ -90,6 +98,9 @@ commands:
                                    raise the fences of the KEYs past the holder's token,
                                    then delete the lease (--no-fence: no keys)
   bump --by N                      SQL backends, after a restore: raise every token by N
+  watch [PREFIX] [--interval D] [--count N]
+                                   a live table of the held locks (token, TTL, metadata,
+                                   waiters on Redis), redrawn every D; q or Ctrl-C quits
 
 exit codes: 0 done, 1 failed, 2 usage, 3 nothing to do (release of a free lock)
 
@@ -120,6 +131,8 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 	fs.Var(&c.fences, "fence", "release: a store key the holder writes; its fence is raised first (repeatable)")
 	fs.BoolVar(&c.noFence, "no-fence", false, "release: name no keys to fence (the evicted holder may still write)")
 	fs.Int64Var(&c.by, "by", 0, "bump: how much to raise every token")
+	fs.DurationVar(&c.interval, "interval", time.Second, "watch: time between refreshes (above zero)")
+	fs.IntVar(&c.count, "count", 0, "watch: stop after N refreshes (0: until q or Ctrl-C)")
 
 	// Flags may follow the command and its arguments: parse, take one
 	// positional argument, parse on.
@@ -150,7 +163,7 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 	c.command, c.args = pos[0], pos[1:]
 	allowed, ok := commandFlags[c.command]
 	if !ok {
-		return nil, usagef("unknown command %q (have: inspect, list, fence, release, bump)", c.command)
+		return nil, usagef("unknown command %q (have: inspect, list, fence, release, bump, watch)", c.command)
 	}
 	n := commandArgs[c.command]
 	if len(c.args) < n[0] || len(c.args) > n[1] {
@@ -158,6 +171,9 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 	}
 	var misplaced []string
 	fs.Visit(func(f *flag.Flag) {
+		if strings.HasSuffix(f.Name, "-url") {
+			c.urlFlags = append(c.urlFlags, f.Name)
+		}
 		if isCommandFlag(f.Name) && !contains(allowed, f.Name) {
 			misplaced = append(misplaced, "--"+f.Name)
 		}
@@ -169,6 +185,12 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 		// A context that has already ended would fail every command with
 		// "context deadline exceeded", which reads as a server fault.
 		return nil, usagef("--timeout must be above zero; got %v", c.timeout)
+	}
+	if c.interval <= 0 {
+		return nil, usagef("--interval must be above zero; got %v", c.interval)
+	}
+	if c.count < 0 {
+		return nil, usagef("--count must be zero (no end) or more; got %d", c.count)
 	}
 	return c, nil
 }
@@ -201,16 +223,27 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// run is fencectl with args; it returns the exit code.
-func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+// run is fencectl with args; it returns the exit code. stdin is read by
+// watch only (q quits).
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	c, err := parse(args, stderr, getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
 	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		var (
+			ctx    context.Context
+			cancel context.CancelFunc
+		)
+		if c.command == "watch" {
+			// watch runs until the operator stops it; --timeout bounds
+			// each refresh instead.
+			ctx, cancel = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		} else {
+			ctx, cancel = context.WithTimeout(context.Background(), c.timeout)
+		}
 		defer cancel()
-		err = execute(ctx, c, stdout)
+		err = execute(ctx, c, stdin, stdout)
 	}
 	if err == nil {
 		return exitOK
@@ -228,8 +261,10 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 }
 
 // execute opens the backend and runs the command.
-func execute(ctx context.Context, c *config, out io.Writer) error {
-	t, err := open(ctx, c)
+func execute(ctx context.Context, c *config, in io.Reader, out io.Writer) error {
+	openCtx, cancel := context.WithTimeout(ctx, c.timeout)
+	t, err := open(openCtx, c)
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -250,6 +285,12 @@ func execute(ctx context.Context, c *config, out io.Writer) error {
 		return release(ctx, t, p, c, c.args[0])
 	case "bump":
 		return bump(ctx, t, p, c.by)
+	case "watch":
+		prefix := ""
+		if len(c.args) == 1 {
+			prefix = c.args[0]
+		}
+		return watch(ctx, t, out, in, c, prefix)
 	}
 	return usagef("unknown command %q", c.command)
 }

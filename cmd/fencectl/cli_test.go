@@ -24,7 +24,7 @@ import (
 func ctl(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := run(args, &out, &errOut, func(k string) string { return env[k] })
+	code := run(args, nil, &out, &errOut, func(k string) string { return env[k] })
 	t.Logf("$ fencectl %s\n%s%s(exit %d)", strings.Join(args, " "), out.String(), errOut.String(), code)
 	return code, out.String(), errOut.String()
 }
@@ -180,6 +180,34 @@ func operate(t *testing.T, w world) {
 		require.Equal(t, "never: no fence, no value (never written)\n", out)
 	})
 
+	t.Run("watch", func(t *testing.T) {
+		code, out, _ := ctl(t, w.env, w.args("--json", "watch", "jobs/", "--count", "2", "--interval", "10ms")...)
+		require.Equal(t, exitOK, code)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		require.Equal(t, 2, len(lines), out)
+		for _, line := range lines {
+			var v watchView
+			require.NoError(t, json.Unmarshal([]byte(line), &v))
+			require.Equal(t, "", v.Error)
+			require.Equal(t, 1, len(v.Locks), v)
+			require.Equal(t, "jobs/nightly", v.Locks[0].Name)
+			require.Equal(t, int64(lease.Token()), v.Locks[0].Token)
+			require.Equal(t, "host=worker-7 pid=4242", v.Locks[0].Metadata)
+			require.True(t, v.Locks[0].TTLMs > 0, v)
+		}
+
+		code, out, _ = ctl(t, w.env, w.args("watch", "--count", "2", "--interval", "10ms")...)
+		require.Equal(t, exitOK, code)
+		screens := strings.Split(out, clearScreen)
+		require.Equal(t, 3, len(screens), out) // "", then one screen per refresh
+		for _, screen := range screens[1:] {
+			require.Contains(t, screen, ": 2 held (q quits)")
+			require.Contains(t, screen, "NAME")
+			require.Contains(t, screen, "host=worker-7 pid=4242")
+			require.Contains(t, screen, "other/x")
+		}
+	})
+
 	t.Run("release refuses without --force or keys", func(t *testing.T) {
 		code, _, errOut := ctl(t, w.env, w.args("release", "jobs/nightly", "--fence", "report")...)
 		require.Equal(t, exitUsage, code)
@@ -309,7 +337,9 @@ func TestUnreachable(t *testing.T) {
 	if code != exitFailed || !strings.Contains(errOut, "cannot reach Redis at 127.0.0.1:1") {
 		t.Fatalf("exit %d, %q; want 1 and the address", code, errOut)
 	}
-	code, _, errOut = ctl(t, nil, "--mysql-url", "root@tcp(127.0.0.1:1)/test", "--timeout", "2s", "inspect", "x")
+	// A URL on the command line wins over those of the environment.
+	env := map[string]string{"FENCEKIT_POSTGRES_URL": "postgres://a", "FENCEKIT_MYSQL_URL": "root@tcp(a)/b"}
+	code, _, errOut = ctl(t, env, "--mysql-url", "root@tcp(127.0.0.1:1)/test", "--timeout", "2s", "inspect", "x")
 	if code != exitFailed || !strings.Contains(errOut, "cannot reach MySQL at 127.0.0.1:1") {
 		t.Fatalf("exit %d, %q; want 1 and the address", code, errOut)
 	}

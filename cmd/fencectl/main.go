@@ -61,7 +61,7 @@ func main() {
 	// go-redis logs every failed dial to stderr through a global logger;
 	// fencectl reports the error itself, in one line.
 	goredis.SetLogger(silentRedisLog{})
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
 }
 
 // silentRedisLog is a go-redis logger that writes nothing.

@@ -25,6 +25,9 @@ type target struct {
 	store   fence.Store
 	list    func(ctx context.Context, prefix string) ([]lock.Info, error)
 	bump    func(ctx context.Context, by int64) (bumpResult, error)
+	// waiters counts the live places in each named lock's queue; nil
+	// where the backend has no queue to read.
+	waiters func(ctx context.Context, names []string) ([]int64, error)
 	noBump  string
 	close   func()
 }
@@ -49,10 +52,14 @@ func open(ctx context.Context, c *config) (*target, error) {
 				set = append(set, u.kind)
 			}
 		}
-		switch len(set) {
-		case 0:
+		switch {
+		case len(c.urlFlags) == 1:
+			// A URL named on the command line wins over the
+			// environment's.
+			kind = strings.TrimSuffix(c.urlFlags[0], "-url")
+		case len(set) == 0:
 			return nil, usagef("no server: set --redis-url, --postgres-url or --mysql-url (or FENCEKIT_REDIS_URL / FENCEKIT_POSTGRES_URL / FENCEKIT_MYSQL_URL)")
-		case 1:
+		case len(set) == 1:
 			kind = set[0]
 		default:
 			return nil, usagef("URLs of %s are set: choose one with --backend %s", strings.Join(set, " and "), strings.Join(backends, "|"))
@@ -108,6 +115,7 @@ func openRedis(ctx context.Context, c *config) (*target, error) {
 		backend: b,
 		store:   fenceredis.NewStore(rdb, &fenceredis.StoreOptions{Prefix: c.storePrefix}),
 		list:    b.List,
+		waiters: func(ctx context.Context, names []string) ([]int64, error) { return redisWaiters(ctx, rdb, b, names) },
 		noBump:  redisNoBump,
 		close:   func() { _ = rdb.Close() },
 	}, nil
@@ -143,6 +151,34 @@ func openPostgres(ctx context.Context, c *config) (*target, error) {
 		},
 		close: pool.Close,
 	}, nil
+}
+
+// redisWaiters counts the places in each lock's queue that have not
+// expired by the server's clock (the places set is scored by expiry in
+// server milliseconds), in one pipeline.
+func redisWaiters(ctx context.Context, rdb goredis.UniversalClient, b *fenceredis.Backend, names []string) ([]int64, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	after := "(" + strconv.FormatInt(now.UnixMilli(), 10)
+	cmds := make([]*goredis.IntCmd, len(names))
+	if _, err := rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, name := range names {
+			cmds[i] = p.ZCount(ctx, b.PlacesKey(name), after, "+inf")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	counts := make([]int64, len(names))
+	for i, cmd := range cmds {
+		counts[i] = cmd.Val()
+	}
+	return counts, nil
 }
 
 // identifier splits "schema.table" at its first dot; the adapter checks
