@@ -108,8 +108,7 @@ type BumpResult struct {
 // token. by must exceed the number of tokens that may have been minted for
 // one lock since the restore point (acquisitions per second times the
 // seconds lost, with a wide margin); tokens are plentiful (up to 2^63-1),
-// so err on the large side. See docs/operations.md, "Restoring from a
-// backup".
+// so err on the large side. See docs/operations.md, "After a restore".
 //
 // The rows are raised in one transaction that holds the table locked (see
 // Sweep), so Acquire, Extend and Release wait for it. A live holder's lease

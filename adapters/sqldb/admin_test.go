@@ -200,8 +200,8 @@ func TestSweepUnderLoad(t *testing.T) {
 	}
 }
 
-// TestRestoreRunbook follows docs/operations.md, "Restoring from a
-// backup", on each SQL dialect: back up the lease table, issue tokens
+// TestRestoreRunbook follows docs/operations.md, "After a restore", on
+// each SQL dialect: back up the lease table, issue tokens
 // (on a lock in the backup, and on one created and swept after it),
 // restore the backup, bump, and no token is issued twice.
 func TestRestoreRunbook(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -92,4 +93,27 @@ func TestWatchUsage(t *testing.T) {
 			t.Errorf("fencectl %q = exit %d, %q; want exit 2 and %q", tc.args, code, errOut, tc.want)
 		}
 	}
+}
+
+// TestWatchShowsErrorsAndGoesOn: a refresh that fails shows its error on
+// the screen, and the next one draws the table again.
+func TestWatchShowsErrorsAndGoesOn(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	tg := &target{kind: "test", list: func(context.Context, string) ([]lock.Info, error) {
+		calls++
+		if calls == 1 {
+			return nil, errors.New("connection reset\nby peer")
+		}
+		return []lock.Info{{Name: "a", Held: true, Token: 7, TTL: time.Second, Metadata: "m"}}, nil
+	}}
+	var out bytes.Buffer
+	c := &config{count: 2, interval: time.Millisecond, timeout: time.Second}
+	require.NoError(t, watch(context.Background(), tg, &out, nil, c, ""))
+	screens := strings.Split(out.String(), clearScreen)
+	require.Equal(t, 3, len(screens), out.String())
+	require.Contains(t, screens[1], "error: connection reset; by peer")
+	require.Contains(t, screens[1], ": 0 held")
+	require.Contains(t, screens[2], "a     7      1s   m")
+	require.False(t, strings.Contains(screens[2], "error"), screens[2])
 }
