@@ -51,20 +51,9 @@
 package main
 
 import (
-	"context"
 	"os"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/fencekit/fencekit/internal/fencectl"
 )
 
-func main() {
-	// go-redis logs every failed dial to stderr through a global logger;
-	// fencectl reports the error itself, in one line.
-	goredis.SetLogger(silentRedisLog{})
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
-}
-
-// silentRedisLog is a go-redis logger that writes nothing.
-type silentRedisLog struct{}
-
-func (silentRedisLog) Printf(context.Context, string, ...any) {}
+func main() { os.Exit(fencectl.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)) }

@@ -1,4 +1,4 @@
-package main
+package fencectl
 
 import (
 	"context"
@@ -52,17 +52,22 @@ func open(ctx context.Context, c *config) (*target, error) {
 				set = append(set, u.kind)
 			}
 		}
+		for _, k := range kinds {
+			if c.extraURLs[k.Name] != "" {
+				set = append(set, k.Name)
+			}
+		}
 		switch {
 		case len(c.urlFlags) == 1:
 			// A URL named on the command line wins over the
 			// environment's.
-			kind = strings.TrimSuffix(c.urlFlags[0], "-url")
+			kind = c.urlFlags[0]
 		case len(set) == 0:
 			return nil, usagef("no server: set --redis-url, --postgres-url or --mysql-url (or FENCEKIT_REDIS_URL / FENCEKIT_POSTGRES_URL / FENCEKIT_MYSQL_URL)")
 		case len(set) == 1:
 			kind = set[0]
 		default:
-			return nil, usagef("URLs of %s are set: choose one with --backend %s", strings.Join(set, " and "), strings.Join(backends, "|"))
+			return nil, usagef("servers of %s are named: choose one with --backend", strings.Join(set, " and "))
 		}
 	}
 	switch kind {
@@ -75,7 +80,12 @@ func open(ctx context.Context, c *config) (*target, error) {
 	case "postgres-sqldb":
 		return openPostgresSQL(ctx, c)
 	}
-	return nil, usagef("unknown backend %q (have: %s)", kind, strings.Join(backends, ", "))
+	for _, k := range kinds {
+		if k.Name == kind {
+			return openKind(ctx, k, c)
+		}
+	}
+	return nil, usagef("unknown backend %q (have: %s%s)", kind, strings.Join(backends, ", "), kindNames())
 }
 
 const redisNoBump = `bump is not needed on Redis, and fencectl does not change Redis counters:

@@ -1,4 +1,4 @@
-package main
+package fencectl
 
 import (
 	"context"
@@ -50,7 +50,8 @@ func (k *keyList) Set(v string) error {
 type config struct {
 	backend, redisURL, postgresURL string
 	mysqlURL                       string
-	urlFlags                       []string // the URL flags given on the command line
+	urlFlags                       []string          // the kinds whose URL flags the command line gives
+	extraURLs                      map[string]string // a registered kind's server, by kind
 	redisCluster                   bool
 	prefix, storePrefix            string
 	leaseTable, storeTable         string
@@ -116,10 +117,17 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 		fmt.Fprint(stderr, usageText)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&c.backend, "backend", "", "redis, postgres, mysql, or postgres-sqldb (PostgreSQL through database/sql and adapters/sqldb); needed only when several URLs are set")
+	fs.StringVar(&c.backend, "backend", "", "redis, postgres, mysql, or postgres-sqldb (PostgreSQL through database/sql and adapters/sqldb)"+kindNames()+"; needed only when several servers are named")
 	fs.StringVar(&c.redisURL, "redis-url", getenv("FENCEKIT_REDIS_URL"), "Redis URL (default $FENCEKIT_REDIS_URL)")
 	fs.StringVar(&c.postgresURL, "postgres-url", getenv("FENCEKIT_POSTGRES_URL"), "PostgreSQL URL (default $FENCEKIT_POSTGRES_URL)")
 	fs.StringVar(&c.mysqlURL, "mysql-url", getenv("FENCEKIT_MYSQL_URL"), "MySQL/MariaDB DSN, user:password@tcp(host:port)/database (default $FENCEKIT_MYSQL_URL)")
+	c.extraURLs = map[string]string{}
+	flagKind := map[string]string{"redis-url": "redis", "postgres-url": "postgres", "mysql-url": "mysql"}
+	extra := map[string]*string{}
+	for _, k := range kinds {
+		extra[k.Name] = fs.String(k.Flag, getenv(k.Env), k.Help+" (default $"+k.Env+")")
+		flagKind[k.Flag] = k.Name
+	}
 	fs.BoolVar(&c.redisCluster, "redis-cluster", false, "the Redis URL names a Cluster: redis://host:port?addr=host2:port2&addr=...")
 	fs.StringVar(&c.prefix, "prefix", "fencekit", "Redis: key prefix of the locks (BackendOptions.Prefix)")
 	fs.StringVar(&c.storePrefix, "store-prefix", "fencekit", "Redis: key prefix of the fenced store (StoreOptions.Prefix)")
@@ -170,9 +178,12 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 		return nil, usagef("%s takes %s; got %q", c.command, argsWanted(n), c.args)
 	}
 	var misplaced []string
+	for name, v := range extra {
+		c.extraURLs[name] = *v
+	}
 	fs.Visit(func(f *flag.Flag) {
-		if strings.HasSuffix(f.Name, "-url") {
-			c.urlFlags = append(c.urlFlags, f.Name)
+		if kind, ok := flagKind[f.Name]; ok {
+			c.urlFlags = append(c.urlFlags, kind)
 		}
 		if isCommandFlag(f.Name) && !contains(allowed, f.Name) {
 			misplaced = append(misplaced, "--"+f.Name)
@@ -193,6 +204,15 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 		return nil, usagef("--count must be zero (no end) or more; got %d", c.count)
 	}
 	return c, nil
+}
+
+// kindNames lists the registered backends for the --backend help.
+func kindNames() string {
+	var b strings.Builder
+	for _, k := range kinds {
+		b.WriteString(", " + k.Name)
+	}
+	return b.String()
 }
 
 func argsWanted(n [2]int) string {
