@@ -11,6 +11,7 @@
 //	fencectl [flags] release --force NAME --fence KEY [--fence KEY...]
 //	fencectl [flags] release --force NAME --no-fence
 //	fencectl [flags] bump --by N
+//	fencectl [flags] watch [PREFIX] [--interval D] [--count N]
 //
 // Flags may come before or after the command. The server comes from
 // --redis-url, --postgres-url or --mysql-url, else from FENCEKIT_REDIS_URL,
@@ -38,6 +39,14 @@
 // floor row included (PostgreSQL and MySQL alike): run it after restoring
 // the database, before the applications start again (see
 // docs/operations.md). On Redis it refuses and says why none is needed.
+//
+// watch redraws a table of the held locks (token, TTL, metadata, and on
+// Redis the waiters in line) every --interval with plain ANSI (cursor
+// home, erase screen), until q or Ctrl-C, or --count refreshes; --timeout
+// then bounds each refresh. With --json it prints one line per refresh.
+//
+// The command's code is package internal/fencectl; the etcd module builds
+// the same command with an etcd backend, adapters/etcd/cmd/fencectl.
 //
 // Exit codes:
 //
