@@ -17,16 +17,16 @@ import (
 // Expiry is decided by the database clock alone (MySQL: UTC_TIMESTAMP(6),
 // NOW(6) in UTC; PostgreSQL: statement_timestamp()), so clients need no
 // synchronised clocks. The token lives in the row and is raised by the same
-// statement that grants a lease, and sqldb never deletes rows (Release only
+// statement that grants a lease, and only Sweep deletes rows (Release only
 // clears the owner), so a name's tokens keep rising across releases,
 // expiries and server restarts.
 //
-// On PostgreSQL the lease table is the one of adapters/postgres, and a new
-// row starts above its floor row (the row named "", which no lock can
-// have): rows deleted by postgres.Backend.Sweep on a shared table, and a
-// restore followed by postgres.Admin.Bump (fencectl bump), keep a name's
-// tokens rising. On MySQL there is no floor row: do not delete rows by
-// hand, or that name's tokens start again from 1.
+// On both dialects a new row starts above the floor row (the row named "",
+// which no lock can have; on PostgreSQL the one of adapters/postgres):
+// rows deleted by Sweep (or postgres.Backend.Sweep on a shared table), and
+// a restore followed by Admin.Bump (fencectl bump), keep a name's tokens
+// rising. Do not delete rows by hand: without a floor raised past its
+// token, a name's tokens would start again from the floor.
 //
 // Backend takes a *sql.DB, never a *sql.Tx: a token minted inside a
 // transaction that then rolls back would be minted again for the next
@@ -72,12 +72,16 @@ func NewBackend(db *sql.DB, d Dialect, opts *Options) *Backend {
 		// taken). Each condition is also right when the server assigns
 		// simultaneously (MariaDB's SIMULTANEOUS_ASSIGNMENT).
 		//
-		// The reply's LAST_INSERT_ID is the outcome: the token taken (1
-		// for a new row, from VALUES), or 0 when another owner holds the
-		// lock.
+		// The reply's LAST_INSERT_ID is the outcome: the token taken
+		// (for a new row, one above the floor row that Sweep and
+		// Admin.Bump keep, from VALUES), or 0 when another owner holds
+		// the lock. The floor is read through a derived table with an
+		// aggregate, which is materialized: MySQL refuses a subquery on
+		// the table an INSERT writes to (error 1093) unless it is.
 		take := "(`owner` IS NULL OR `expires_at` <= UTC_TIMESTAMP(6) OR `owner` = VALUES(`owner`))"
 		b.acquire = fmt.Sprintf("INSERT INTO %[1]s (`name`, `owner`, `token`, `expires_at`, `metadata`)\n"+
-			"VALUES (?, ?, LAST_INSERT_ID(1), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, NULLIF(?, ''))\n"+
+			"VALUES (?, ?, LAST_INSERT_ID(COALESCE((SELECT `f`.`m` FROM (SELECT MAX(`token`) AS `m` FROM %[1]s WHERE `name` = '') AS `f`), 0) + 1),\n"+
+			"        UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, NULLIF(?, ''))\n"+
 			"ON DUPLICATE KEY UPDATE\n"+
 			"  `token` = IF(%[2]s,\n"+
 			"    LAST_INSERT_ID(IF(`owner` = VALUES(`owner`) AND `expires_at` > UTC_TIMESTAMP(6), `token`, `token` + 1)),\n"+

@@ -1,7 +1,7 @@
 // Command fencectl is the operator's tool for fencekit's locks and fenced
-// stores on Redis and PostgreSQL: see who holds a lock, list the held
-// locks, read a key's fence, break a stuck lock safely, and raise every
-// token after restoring PostgreSQL from a backup.
+// stores on Redis, PostgreSQL and MySQL/MariaDB: see who holds a lock, list
+// the held locks, read a key's fence, break a stuck lock safely, and raise
+// every token after restoring a SQL database from a backup.
 //
 // Usage:
 //
@@ -11,15 +11,20 @@
 //	fencectl [flags] release --force NAME --fence KEY [--fence KEY...]
 //	fencectl [flags] release --force NAME --no-fence
 //	fencectl [flags] bump --by N
+//	fencectl [flags] watch [PREFIX] [--interval D] [--count N]
 //
 // Flags may come before or after the command. The server comes from
-// --redis-url or --postgres-url, else from FENCEKIT_REDIS_URL or
-// FENCEKIT_POSTGRES_URL; when both kinds are set, --backend chooses.
+// --redis-url, --postgres-url or --mysql-url, else from FENCEKIT_REDIS_URL,
+// FENCEKIT_POSTGRES_URL or FENCEKIT_MYSQL_URL (a go-sql-driver/mysql DSN,
+// user:password@tcp(host:port)/database); when several are set, --backend
+// chooses: redis, postgres (adapters/postgres, pgx), mysql (adapters/sqldb)
+// or postgres-sqldb (PostgreSQL through database/sql and adapters/sqldb;
+// the tables are the same as postgres's).
 // --redis-cluster says the Redis URL names a Cluster
 // (redis://host:port?addr=host2:port2&addr=...).
 // Redis keys are found under --prefix (locks) and --store-prefix (fenced
-// store), PostgreSQL rows in --lease-table and --store-table
-// ("schema.table" or "table"), all with fencekit's defaults. Output is
+// store), SQL rows in --lease-table and --store-table ("schema.table",
+// "database.table" on MySQL, or "table"), all with fencekit's defaults. Output is
 // text, or JSON with --json.
 //
 // release --force evicts a live holder safely: it first raises the fence of
@@ -30,10 +35,18 @@
 // or Guard resources); writes the holder makes elsewhere are not fenced by
 // it.
 //
-// bump --by N raises every token counter of a PostgreSQL lease table by N,
-// the floor row included: run it after restoring the database, before the
-// applications start again (see docs/operations.md). On Redis it refuses
-// and says why none is needed.
+// bump --by N raises every token counter of a SQL lease table by N, the
+// floor row included (PostgreSQL and MySQL alike): run it after restoring
+// the database, before the applications start again (see
+// docs/operations.md). On Redis it refuses and says why none is needed.
+//
+// watch redraws a table of the held locks (token, TTL, metadata, and on
+// Redis the waiters in line) every --interval with plain ANSI (cursor
+// home, erase screen), until q or Ctrl-C, or --count refreshes; --timeout
+// then bounds each refresh. With --json it prints one line per refresh.
+//
+// The command's code is package internal/fencectl; the etcd module builds
+// the same command with an etcd backend, adapters/etcd/cmd/fencectl.
 //
 // Exit codes:
 //
@@ -47,20 +60,9 @@
 package main
 
 import (
-	"context"
 	"os"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/fencekit/fencekit/internal/fencectl"
 )
 
-func main() {
-	// go-redis logs every failed dial to stderr through a global logger;
-	// fencectl reports the error itself, in one line.
-	goredis.SetLogger(silentRedisLog{})
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
-}
-
-// silentRedisLog is a go-redis logger that writes nothing.
-type silentRedisLog struct{}
-
-func (silentRedisLog) Printf(context.Context, string, ...any) {}
+func main() { os.Exit(fencectl.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)) }

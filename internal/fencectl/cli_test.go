@@ -1,4 +1,4 @@
-package main
+package fencectl
 
 import (
 	"bytes"
@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/fencekit/fencekit/adapters/postgres"
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
+	"github.com/fencekit/fencekit/adapters/sqldb"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
@@ -21,7 +24,7 @@ import (
 func ctl(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := run(args, &out, &errOut, func(k string) string { return env[k] })
+	code := run(args, nil, &out, &errOut, func(k string) string { return env[k] })
 	t.Logf("$ fencectl %s\n%s%s(exit %d)", strings.Join(args, " "), out.String(), errOut.String(), code)
 	return code, out.String(), errOut.String()
 }
@@ -63,6 +66,34 @@ func postgresWorld(t *testing.T) world {
 	}
 }
 
+// mysqlWorld is a fresh database of its own on the MySQL/MariaDB server,
+// with sqldb's tables, named by FENCEKIT_MYSQL_URL.
+func mysqlWorld(t *testing.T) world {
+	cfg := testkit.MySQLConfig(t)
+	db := testkit.OpenMySQL(t, cfg)
+	require.NoError(t, sqldb.Migrate(testkit.Context(t), db, sqldb.MySQL, nil))
+	return world{
+		backend: sqldb.NewBackend(db, sqldb.MySQL, nil),
+		store:   sqldb.NewStore(db, sqldb.MySQL, nil),
+		env:     map[string]string{"FENCEKIT_MYSQL_URL": cfg.FormatDSN()},
+		bumps:   true,
+	}
+}
+
+// postgresSQLWorld is PostgreSQL as a service on adapters/sqldb sees it
+// (database/sql, pgx's driver), and fencectl --backend postgres-sqldb.
+func postgresSQLWorld(t *testing.T) world {
+	w := postgresWorld(t)
+	db := stdlib.OpenDBFromPool(testkit.PostgresAt(t, w.env["FENCEKIT_POSTGRES_URL"]))
+	t.Cleanup(func() { _ = db.Close() })
+	schema := w.flags[1][:strings.IndexByte(w.flags[1], '.')]
+	opts := &sqldb.Options{StoreTable: sqldb.Identifier{schema, "fencekit_store"}, LeaseTable: sqldb.Identifier{schema, "fencekit_leases"}}
+	w.backend = sqldb.NewBackend(db, sqldb.PostgreSQL, opts)
+	w.store = sqldb.NewStore(db, sqldb.PostgreSQL, opts)
+	w.flags = append([]string{"--backend", "postgres-sqldb"}, w.flags...)
+	return w
+}
+
 func (w world) args(args ...string) []string { return append(append([]string{}, w.flags...), args...) }
 
 // TestRedis and TestPostgres drive every command against a lock that a
@@ -75,6 +106,18 @@ func TestRedis(t *testing.T) {
 func TestPostgres(t *testing.T) {
 	t.Parallel()
 	operate(t, postgresWorld(t))
+}
+
+// TestMySQL and TestPostgresSQL drive every command on the SQL backends
+// of adapters/sqldb.
+func TestMySQL(t *testing.T) {
+	t.Parallel()
+	operate(t, mysqlWorld(t))
+}
+
+func TestPostgresSQL(t *testing.T) {
+	t.Parallel()
+	operate(t, postgresSQLWorld(t))
 }
 
 func operate(t *testing.T, w world) {
@@ -135,6 +178,34 @@ func operate(t *testing.T, w world) {
 		code, out, _ = ctl(t, w.env, w.args("fence", "never")...)
 		require.Equal(t, exitOK, code)
 		require.Equal(t, "never: no fence, no value (never written)\n", out)
+	})
+
+	t.Run("watch", func(t *testing.T) {
+		code, out, _ := ctl(t, w.env, w.args("--json", "watch", "jobs/", "--count", "2", "--interval", "10ms")...)
+		require.Equal(t, exitOK, code)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		require.Equal(t, 2, len(lines), out)
+		for _, line := range lines {
+			var v watchView
+			require.NoError(t, json.Unmarshal([]byte(line), &v))
+			require.Equal(t, "", v.Error)
+			require.Equal(t, 1, len(v.Locks), v)
+			require.Equal(t, "jobs/nightly", v.Locks[0].Name)
+			require.Equal(t, int64(lease.Token()), v.Locks[0].Token)
+			require.Equal(t, "host=worker-7 pid=4242", v.Locks[0].Metadata)
+			require.True(t, v.Locks[0].TTLMs > 0, v)
+		}
+
+		code, out, _ = ctl(t, w.env, w.args("watch", "--count", "2", "--interval", "10ms")...)
+		require.Equal(t, exitOK, code)
+		screens := strings.Split(out, clearScreen)
+		require.Equal(t, 3, len(screens), out) // "", then one screen per refresh
+		for _, screen := range screens[1:] {
+			require.Contains(t, screen, ": 2 held (q quits)")
+			require.Contains(t, screen, "NAME")
+			require.Contains(t, screen, "host=worker-7 pid=4242")
+			require.Contains(t, screen, "other/x")
+		}
 	})
 
 	t.Run("release refuses without --force or keys", func(t *testing.T) {
@@ -244,6 +315,9 @@ func TestUsage(t *testing.T) {
 		{[]string{"inspect", "x"}, map[string]string{"FENCEKIT_REDIS_URL": "redis://a", "FENCEKIT_POSTGRES_URL": "postgres://b"}, "choose one with --backend"},
 		{[]string{"--backend", "etcd", "--redis-url", "redis://a", "inspect", "x"}, env, "unknown backend"},
 		{[]string{"--redis-url", "nonsense://", "inspect", "x"}, env, "redis URL"},
+		{[]string{"--mysql-url", "nonsense", "inspect", "x"}, env, "mysql DSN"},
+		{[]string{"inspect", "x"}, map[string]string{"FENCEKIT_MYSQL_URL": "root@tcp(a)/b", "FENCEKIT_POSTGRES_URL": "postgres://b"}, "choose one with --backend"},
+		{[]string{"--backend", "mysql", "inspect", "x"}, env, "--backend mysql needs --mysql-url"},
 		{[]string{"--no-such-flag"}, env, "flag provided but not defined"},
 	} {
 		code, _, errOut := ctl(t, tc.env, tc.args...)
@@ -261,6 +335,12 @@ func TestUnreachable(t *testing.T) {
 	t.Parallel()
 	code, _, errOut := ctl(t, nil, "--redis-url", "redis://127.0.0.1:1/0", "--timeout", "2s", "inspect", "x")
 	if code != exitFailed || !strings.Contains(errOut, "cannot reach Redis at 127.0.0.1:1") {
+		t.Fatalf("exit %d, %q; want 1 and the address", code, errOut)
+	}
+	// A URL on the command line wins over those of the environment.
+	env := map[string]string{"FENCEKIT_POSTGRES_URL": "postgres://a", "FENCEKIT_MYSQL_URL": "root@tcp(a)/b"}
+	code, _, errOut = ctl(t, env, "--mysql-url", "root@tcp(127.0.0.1:1)/test", "--timeout", "2s", "inspect", "x")
+	if code != exitFailed || !strings.Contains(errOut, "cannot reach MySQL at 127.0.0.1:1") {
 		t.Fatalf("exit %d, %q; want 1 and the address", code, errOut)
 	}
 }

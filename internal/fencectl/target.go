@@ -1,4 +1,4 @@
-package main
+package fencectl
 
 import (
 	"context"
@@ -24,31 +24,68 @@ type target struct {
 	backend lock.Backend
 	store   fence.Store
 	list    func(ctx context.Context, prefix string) ([]lock.Info, error)
-	bump    func(ctx context.Context, by int64) (postgres.BumpResult, error)
+	bump    func(ctx context.Context, by int64) (bumpResult, error)
+	// waiters counts the live places in each named lock's queue; nil
+	// where the backend has no queue to read.
+	waiters func(ctx context.Context, names []string) ([]int64, error)
 	noBump  string
 	close   func()
 }
 
+// bumpResult is what a backend's bump did.
+type bumpResult struct {
+	Rows     int64
+	MaxToken fence.Token
+}
+
+// backends names the kinds fencectl knows, in the order its messages
+// list them.
+var backends = []string{"redis", "postgres", "mysql", "postgres-sqldb"}
+
 // open connects to the backend that the flags and the environment name.
 func open(ctx context.Context, c *config) (*target, error) {
 	kind := c.backend
-	switch {
-	case kind == "" && c.redisURL != "" && c.postgresURL != "":
-		return nil, usagef("both a Redis and a PostgreSQL URL are set: choose one with --backend redis|postgres")
-	case kind == "" && c.redisURL != "":
-		kind = "redis"
-	case kind == "" && c.postgresURL != "":
-		kind = "postgres"
-	case kind == "":
-		return nil, usagef("no server: set --redis-url or --postgres-url (or FENCEKIT_REDIS_URL / FENCEKIT_POSTGRES_URL)")
+	if kind == "" {
+		var set []string
+		for _, u := range []struct{ kind, url string }{{"redis", c.redisURL}, {"postgres", c.postgresURL}, {"mysql", c.mysqlURL}} {
+			if u.url != "" {
+				set = append(set, u.kind)
+			}
+		}
+		for _, k := range kinds {
+			if c.extraURLs[k.Name] != "" {
+				set = append(set, k.Name)
+			}
+		}
+		switch {
+		case len(c.urlFlags) == 1:
+			// A URL named on the command line wins over the
+			// environment's.
+			kind = c.urlFlags[0]
+		case len(set) == 0:
+			return nil, usagef("no server: set --redis-url, --postgres-url or --mysql-url (or FENCEKIT_REDIS_URL / FENCEKIT_POSTGRES_URL / FENCEKIT_MYSQL_URL)")
+		case len(set) == 1:
+			kind = set[0]
+		default:
+			return nil, usagef("servers of %s are named: choose one with --backend", strings.Join(set, " and "))
+		}
 	}
 	switch kind {
 	case "redis":
 		return openRedis(ctx, c)
 	case "postgres":
 		return openPostgres(ctx, c)
+	case "mysql":
+		return openMySQL(ctx, c)
+	case "postgres-sqldb":
+		return openPostgresSQL(ctx, c)
 	}
-	return nil, usagef("unknown backend %q (have: redis, postgres)", kind)
+	for _, k := range kinds {
+		if k.Name == kind {
+			return openKind(ctx, k, c)
+		}
+	}
+	return nil, usagef("unknown backend %q (have: %s%s)", kind, strings.Join(backends, ", "), kindNames())
 }
 
 const redisNoBump = `bump is not needed on Redis, and fencectl does not change Redis counters:
@@ -88,6 +125,7 @@ func openRedis(ctx context.Context, c *config) (*target, error) {
 		backend: b,
 		store:   fenceredis.NewStore(rdb, &fenceredis.StoreOptions{Prefix: c.storePrefix}),
 		list:    b.List,
+		waiters: func(ctx context.Context, names []string) ([]int64, error) { return redisWaiters(ctx, rdb, b, names) },
 		noBump:  redisNoBump,
 		close:   func() { _ = rdb.Close() },
 	}, nil
@@ -117,9 +155,40 @@ func openPostgres(ctx context.Context, c *config) (*target, error) {
 		backend: postgres.NewBackend(pool, opts),
 		store:   postgres.NewStore(pool, opts),
 		list:    admin.List,
-		bump:    admin.Bump,
-		close:   pool.Close,
+		bump: func(ctx context.Context, by int64) (bumpResult, error) {
+			r, err := admin.Bump(ctx, by)
+			return bumpResult(r), err
+		},
+		close: pool.Close,
 	}, nil
+}
+
+// redisWaiters counts the places in each lock's queue that have not
+// expired by the server's clock (the places set is scored by expiry in
+// server milliseconds), in one pipeline.
+func redisWaiters(ctx context.Context, rdb goredis.UniversalClient, b *fenceredis.Backend, names []string) ([]int64, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	after := "(" + strconv.FormatInt(now.UnixMilli(), 10)
+	cmds := make([]*goredis.IntCmd, len(names))
+	if _, err := rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, name := range names {
+			cmds[i] = p.ZCount(ctx, b.PlacesKey(name), after, "+inf")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	counts := make([]int64, len(names))
+	for i, cmd := range cmds {
+		counts[i] = cmd.Val()
+	}
+	return counts, nil
 }
 
 // identifier splits "schema.table" at its first dot; the adapter checks

@@ -1,4 +1,4 @@
-package main
+package fencectl
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ const mainArgsEnv = "FENCECTL_TEST_MAIN_ARGS"
 func TestMain(m *testing.M) {
 	if args, ok := os.LookupEnv(mainArgsEnv); ok {
 		os.Args = append([]string{"fencectl"}, strings.Fields(args)...)
-		main()
+		os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
 	}
 	os.Exit(m.Run())
 }
@@ -34,7 +34,7 @@ func fencectlMain(t *testing.T, args ...string) (int, string) {
 	for _, kv := range os.Environ() {
 		// fencectl reads the server URLs from the environment too: the
 		// child gets only what args say.
-		if !strings.HasPrefix(kv, "FENCEKIT_REDIS_URL=") && !strings.HasPrefix(kv, "FENCEKIT_POSTGRES_URL=") {
+		if !strings.HasPrefix(kv, "FENCEKIT_REDIS_URL=") && !strings.HasPrefix(kv, "FENCEKIT_POSTGRES_URL=") && !strings.HasPrefix(kv, "FENCEKIT_MYSQL_URL=") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package fencectl
 
 import (
 	"context"
@@ -6,7 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
@@ -46,6 +49,9 @@ func (k *keyList) Set(v string) error {
 // config is the parsed command line.
 type config struct {
 	backend, redisURL, postgresURL string
+	mysqlURL                       string
+	urlFlags                       []string          // the kinds whose URL flags the command line gives
+	extraURLs                      map[string]string // a registered kind's server, by kind
 	redisCluster                   bool
 	prefix, storePrefix            string
 	leaseTable, storeTable         string
@@ -55,6 +61,8 @@ type config struct {
 	force, noFence bool
 	fences         keyList
 	by             int64
+	interval       time.Duration
+	count          int
 
 	command string
 	args    []string
@@ -68,6 +76,7 @@ var commandFlags = map[string][]string{
 	"fence":   nil,
 	"release": {"force", "fence", "no-fence"},
 	"bump":    {"by"},
+	"watch":   {"interval", "count"},
 }
 
 // commandArgs is each command's number of arguments: at least, at most.
@@ -77,6 +86,7 @@ var commandArgs = map[string][2]int{
 	"fence":   {1, 1},
 	"release": {1, 1},
 	"bump":    {0, 0},
+	"watch":   {0, 1},
 }
 
 const usageText = `usage: fencectl [flags] COMMAND [ARGS]
@@ -88,7 +98,10 @@ commands:
   release --force NAME --fence KEY [--fence KEY...]
                                    raise the fences of the KEYs past the holder's token,
                                    then delete the lease (--no-fence: no keys)
-  bump --by N                      PostgreSQL, after a restore: raise every token by N
+  bump --by N                      SQL backends, after a restore: raise every token by N
+  watch [PREFIX] [--interval D] [--count N]
+                                   a live table of the held locks (token, TTL, metadata,
+                                   waiters on Redis), redrawn every D; q or Ctrl-C quits
 
 exit codes: 0 done, 1 failed, 2 usage, 3 nothing to do (release of a free lock)
 
@@ -104,20 +117,30 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 		fmt.Fprint(stderr, usageText)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&c.backend, "backend", "", "redis or postgres; needed only when both URLs are set")
+	fs.StringVar(&c.backend, "backend", "", "redis, postgres, mysql, or postgres-sqldb (PostgreSQL through database/sql and adapters/sqldb)"+kindNames()+"; needed only when several servers are named")
 	fs.StringVar(&c.redisURL, "redis-url", getenv("FENCEKIT_REDIS_URL"), "Redis URL (default $FENCEKIT_REDIS_URL)")
 	fs.StringVar(&c.postgresURL, "postgres-url", getenv("FENCEKIT_POSTGRES_URL"), "PostgreSQL URL (default $FENCEKIT_POSTGRES_URL)")
+	fs.StringVar(&c.mysqlURL, "mysql-url", getenv("FENCEKIT_MYSQL_URL"), "MySQL/MariaDB DSN, user:password@tcp(host:port)/database (default $FENCEKIT_MYSQL_URL)")
+	c.extraURLs = map[string]string{}
+	flagKind := map[string]string{"redis-url": "redis", "postgres-url": "postgres", "mysql-url": "mysql"}
+	extra := map[string]*string{}
+	for _, k := range kinds {
+		extra[k.Name] = fs.String(k.Flag, getenv(k.Env), k.Help+" (default $"+k.Env+")")
+		flagKind[k.Flag] = k.Name
+	}
 	fs.BoolVar(&c.redisCluster, "redis-cluster", false, "the Redis URL names a Cluster: redis://host:port?addr=host2:port2&addr=...")
 	fs.StringVar(&c.prefix, "prefix", "fencekit", "Redis: key prefix of the locks (BackendOptions.Prefix)")
 	fs.StringVar(&c.storePrefix, "store-prefix", "fencekit", "Redis: key prefix of the fenced store (StoreOptions.Prefix)")
-	fs.StringVar(&c.leaseTable, "lease-table", "fencekit_leases", "PostgreSQL: lease table, table or schema.table")
-	fs.StringVar(&c.storeTable, "store-table", "fencekit_store", "PostgreSQL: store table, table or schema.table")
+	fs.StringVar(&c.leaseTable, "lease-table", "fencekit_leases", "SQL: lease table, table or schema.table (MySQL: database.table)")
+	fs.StringVar(&c.storeTable, "store-table", "fencekit_store", "SQL: store table, table or schema.table (MySQL: database.table)")
 	fs.BoolVar(&c.json, "json", false, "print JSON instead of text")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "bound on the whole command (above zero)")
 	fs.BoolVar(&c.force, "force", false, "release: evict the live holder (required)")
 	fs.Var(&c.fences, "fence", "release: a store key the holder writes; its fence is raised first (repeatable)")
 	fs.BoolVar(&c.noFence, "no-fence", false, "release: name no keys to fence (the evicted holder may still write)")
 	fs.Int64Var(&c.by, "by", 0, "bump: how much to raise every token")
+	fs.DurationVar(&c.interval, "interval", time.Second, "watch: time between refreshes (above zero)")
+	fs.IntVar(&c.count, "count", 0, "watch: stop after N refreshes (0: until q or Ctrl-C)")
 
 	// Flags may follow the command and its arguments: parse, take one
 	// positional argument, parse on.
@@ -148,14 +171,20 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 	c.command, c.args = pos[0], pos[1:]
 	allowed, ok := commandFlags[c.command]
 	if !ok {
-		return nil, usagef("unknown command %q (have: inspect, list, fence, release, bump)", c.command)
+		return nil, usagef("unknown command %q (have: inspect, list, fence, release, bump, watch)", c.command)
 	}
 	n := commandArgs[c.command]
 	if len(c.args) < n[0] || len(c.args) > n[1] {
 		return nil, usagef("%s takes %s; got %q", c.command, argsWanted(n), c.args)
 	}
 	var misplaced []string
+	for name, v := range extra {
+		c.extraURLs[name] = *v
+	}
 	fs.Visit(func(f *flag.Flag) {
+		if kind, ok := flagKind[f.Name]; ok {
+			c.urlFlags = append(c.urlFlags, kind)
+		}
 		if isCommandFlag(f.Name) && !contains(allowed, f.Name) {
 			misplaced = append(misplaced, "--"+f.Name)
 		}
@@ -168,7 +197,22 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 		// "context deadline exceeded", which reads as a server fault.
 		return nil, usagef("--timeout must be above zero; got %v", c.timeout)
 	}
+	if c.interval <= 0 {
+		return nil, usagef("--interval must be above zero; got %v", c.interval)
+	}
+	if c.count < 0 {
+		return nil, usagef("--count must be zero (no end) or more; got %d", c.count)
+	}
 	return c, nil
+}
+
+// kindNames lists the registered backends for the --backend help.
+func kindNames() string {
+	var b strings.Builder
+	for _, k := range kinds {
+		b.WriteString(", " + k.Name)
+	}
+	return b.String()
 }
 
 func argsWanted(n [2]int) string {
@@ -199,16 +243,27 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// run is fencectl with args; it returns the exit code.
-func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+// run is fencectl with args; it returns the exit code. stdin is read by
+// watch only (q quits).
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
 	c, err := parse(args, stderr, getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
 	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		var (
+			ctx    context.Context
+			cancel context.CancelFunc
+		)
+		if c.command == "watch" {
+			// watch runs until the operator stops it; --timeout bounds
+			// each refresh instead.
+			ctx, cancel = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		} else {
+			ctx, cancel = context.WithTimeout(context.Background(), c.timeout)
+		}
 		defer cancel()
-		err = execute(ctx, c, stdout)
+		err = execute(ctx, c, stdin, stdout)
 	}
 	if err == nil {
 		return exitOK
@@ -226,8 +281,10 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 }
 
 // execute opens the backend and runs the command.
-func execute(ctx context.Context, c *config, out io.Writer) error {
-	t, err := open(ctx, c)
+func execute(ctx context.Context, c *config, in io.Reader, out io.Writer) error {
+	openCtx, cancel := context.WithTimeout(ctx, c.timeout)
+	t, err := open(openCtx, c)
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -248,6 +305,12 @@ func execute(ctx context.Context, c *config, out io.Writer) error {
 		return release(ctx, t, p, c, c.args[0])
 	case "bump":
 		return bump(ctx, t, p, c.by)
+	case "watch":
+		prefix := ""
+		if len(c.args) == 1 {
+			prefix = c.args[0]
+		}
+		return watch(ctx, t, out, in, c, prefix)
 	}
 	return usagef("unknown command %q", c.command)
 }

@@ -1,0 +1,7 @@
+//go:build linux
+
+package fencectl
+
+import "golang.org/x/sys/unix"
+
+const ioctlGetTermios, ioctlSetTermios = unix.TCGETS, unix.TCSETS
