@@ -183,6 +183,11 @@ func MigrateSQL(opts *Options) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	_, lo := opts.identifiers()
+	queue, err := queueTable(lo)
+	if err != nil {
+		return "", err
+	}
 	return fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d);
 CREATE TABLE IF NOT EXISTS %s (
     key   text COLLATE "C" PRIMARY KEY,
@@ -196,7 +201,7 @@ CREATE TABLE IF NOT EXISTS %s (
     expires_at timestamptz,
     metadata   text
 );
-`, migrateLockKey, store, leases) + upgradeSQL(leases), nil
+`, migrateLockKey, store, leases) + queueSQL(queue) + upgradeSQL(leases), nil
 }
 
 // Migrate creates the store and lease tables if they do not exist, and adds
