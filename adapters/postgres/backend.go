@@ -76,8 +76,8 @@ func NewBackend(pool Pool, opts *Options) *Backend {
 		release:       release,
 		leave:         leave,
 		waker:         newWaker(pool),
-		db:    pool,
-		table: table,
+		db:            pool,
+		table:         table,
 		// Free (no owner), expired, or already ours: take it. A new holder
 		// gets token+1; the same owner re-acquiring a live lease keeps its
 		// token and gets the new expiry. statement_timestamp() is one
