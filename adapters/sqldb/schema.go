@@ -60,6 +60,18 @@ func (o *Options) tables(d Dialect) (store, leases string, err error) {
 	return store, leases, nil
 }
 
+// queueTable returns the quoted name of the queue table of queued waiting
+// (see Backend.AcquireOrEnqueue): the lease table's name with "_queue"
+// appended, in the same database or schema.
+func (o *Options) queueTable(d Dialect) (string, error) {
+	_, lo := o.identifiers()
+	q, err := d.quote(queueIdentifier(lo))
+	if err != nil {
+		return "", fmt.Errorf("sqldb: the queue table of LeaseTable: %w", err)
+	}
+	return q, nil
+}
+
 func sameTable(name string) error {
 	return fence.Invalid("sqldb: StoreTable and LeaseTable are both %s; the Store and the Backend need a table each", name)
 }
@@ -79,6 +91,10 @@ func MigrateSQL(d Dialect, opts *Options) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	queue, err := opts.queueTable(d)
+	if err != nil {
+		return nil, err
+	}
 	if d == MySQL {
 		return []string{
 			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
@@ -93,6 +109,7 @@ func MigrateSQL(d Dialect, opts *Options) ([]string, error) {
 				"    `expires_at` DATETIME(6) NULL,\n"+
 				"    `metadata`   VARBINARY(1024) NULL\n"+
 				") ENGINE=InnoDB ROW_FORMAT=DYNAMIC", leases),
+			queueTableSQL(d, queue),
 		}, nil
 	}
 	return []string{
@@ -108,6 +125,7 @@ func MigrateSQL(d Dialect, opts *Options) ([]string, error) {
     expires_at timestamptz,
     metadata   text
 )`, leases),
+		queueTableSQL(d, queue),
 	}, nil
 }
 
