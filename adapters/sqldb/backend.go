@@ -47,7 +47,7 @@ type Backend struct {
 	err                              error
 	acquire, extend, release, lookup string
 	q                                queueSQL // see AcquireOrEnqueue
-	waits                            sync.Map // waitKey → places ahead (int64), see AwaitTurn
+	waits                            sync.Map // waitKey → *pace, see AwaitTurn
 }
 
 var _ lock.Backend = (*Backend)(nil)

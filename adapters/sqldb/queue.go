@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
@@ -59,9 +60,16 @@ type queueSQL struct {
 	// PostgreSQL: one statement (see adapters/postgres); MySQL: the take
 	// statement, Acquire's with the queue in its condition.
 	acquire string
-	// MySQL only, run when take took nothing: drop expired places, keep
-	// owner's, read the holder's TTL and the places ahead.
-	drop, place, position string
+	// MySQL only, run when take took nothing: keep owner's place, read the
+	// holder's TTL and the places ahead.
+	place, position string
+	// MySQL only, run when an owner that had queued took the lock: its
+	// place goes, and expired places with it (every statement ignores
+	// them until then).
+	took string
+	// AwaitTurn's re-check, a read: the lock's token, whether it is held,
+	// and the live places ahead of owner's.
+	poll string
 	// Owner's place goes (on PostgreSQL, notifying the next waiter if it
 	// listens and the lock is free).
 	leave string
@@ -103,7 +111,7 @@ func mysqlQueueSQL(leases, queue string) queueSQL {
 			"  `metadata` = IF(%[2]s, VALUES(`metadata`), `metadata`),\n"+
 			"  `owner` = IF(%[2]s, VALUES(`owner`), `owner`),\n"+
 			"  `expires_at` = IF(%[2]s, VALUES(`expires_at`), `expires_at`)", leases, take),
-		drop: fmt.Sprintf("DELETE FROM %s WHERE `name` = ? AND `owner` <> ? AND `expires_at` <= UTC_TIMESTAMP(6)", queue),
+		took: fmt.Sprintf("DELETE FROM %s WHERE `name` = ? AND (`owner` = ? OR `expires_at` <= UTC_TIMESTAMP(6))", queue),
 		// queued_at is assigned first, from the old expiry: an expired
 		// place goes to the tail.
 		place: fmt.Sprintf("INSERT INTO %s (`name`, `owner`, `queued_at`, `expires_at`)\n"+
@@ -114,6 +122,10 @@ func mysqlQueueSQL(leases, queue string) queueSQL {
 		position: fmt.Sprintf("SELECT (SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), `expires_at`) FROM %s WHERE `name` = ? AND `owner` IS NOT NULL),\n"+
 			"  (SELECT COUNT(*) FROM (%s) a)", leases, mysqlAhead(queue)),
 		leave: fmt.Sprintf("DELETE FROM %s WHERE `name` = ? AND `owner` = ?", queue),
+		// Parameters: name, name, then mysqlAhead's owner, name, owner.
+		poll: fmt.Sprintf("SELECT (SELECT `token` FROM %[1]s WHERE `name` = ?),\n"+
+			"  (SELECT COUNT(*) FROM %[1]s WHERE `name` = ? AND `owner` IS NOT NULL AND `expires_at` > UTC_TIMESTAMP(6)),\n"+
+			"  (SELECT COUNT(*) FROM (%[2]s) a)", leases, mysqlAhead(queue)),
 	}
 }
 
@@ -164,6 +176,10 @@ WHERE NOT EXISTS (SELECT 1 FROM taken)`, leases, queue, ahead)
         ORDER BY w.queued_at, w.owner LIMIT 1`, queue)
 	return queueSQL{
 		acquire: acquire,
+		// $1 name, $2 owner.
+		poll: fmt.Sprintf(`SELECT (SELECT token FROM %[1]s WHERE name = $1),
+    (SELECT count(*) FROM %[1]s WHERE name = $1 AND owner IS NOT NULL AND expires_at > statement_timestamp()),
+    (%[2]s)`, leases, ahead),
 		release: fmt.Sprintf(`WITH released AS (
     UPDATE %[1]s SET owner = NULL, expires_at = statement_timestamp(), metadata = NULL
     WHERE name = $1 AND owner = $2 AND expires_at > statement_timestamp()
@@ -190,16 +206,16 @@ func waitKey(name, owner string) string { return name + "\x00" + owner }
 // Acquire does (the same statement, with the queue in its condition), or
 // extends owner's own lease. Otherwise it keeps owner's place in the queue
 // table for placeTTL on the database clock (adding it at the tail when
-// owner has none or its place had expired), drops expired places, and
-// returns a *lock.HeldError: with the holder's remaining TTL when owner is
-// first in line, 0 otherwise.
+// owner has none or its place had expired) and returns a *lock.HeldError:
+// with the holder's remaining TTL when owner is first in line, 0
+// otherwise. Expired places count for nothing from the moment they expire.
 //
-// On PostgreSQL it is one statement. On MySQL, when nobody waits, it is one
-// statement too (the take, as Acquire); a refused take adds three
-// autocommit statements (drop expired places, keep owner's place, read the
-// position), and a take by an owner that had queued through this Backend
-// adds one that deletes its place. The queue table must exist: run Migrate
-// after upgrading.
+// On PostgreSQL it is one statement, which also deletes expired places. On
+// MySQL, when nobody waits, it is one statement too (the take, as
+// Acquire); a refused take adds two autocommit statements (keep owner's
+// place, read the position), and a take by an owner that had queued
+// through this Backend adds one that deletes its place and the expired
+// ones. The queue table must exist: run Migrate after upgrading.
 func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, placeTTL time.Duration) (fence.Token, error) {
 	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
 	if err != nil {
@@ -235,7 +251,7 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 			b.waits.Delete(waitKey(name, owner))
 			return token, nil
 		}
-		b.waits.Store(waitKey(name, owner), ahead)
+		b.pace(name, owner).placed(ahead)
 		he := &lock.HeldError{Name: name}
 		if ahead == 0 {
 			// First in line: the holder's TTL, or (a lock that looked
@@ -281,12 +297,9 @@ func (b *Backend) acquireQueuedMySQL(ctx context.Context, name, owner string, tt
 	if id > 0 {
 		if _, queued := b.waits.Load(key); queued {
 			// Best effort: a place left behind expires with its TTL.
-			_, _ = b.db.ExecContext(ctx, b.q.leave, name, owner)
+			_, _ = b.db.ExecContext(ctx, b.q.took, name, owner)
 		}
 		return fence.Token(id), 0, 0, nil
-	}
-	if _, err := b.db.ExecContext(ctx, b.q.drop, name, owner); err != nil {
-		return 0, 0, 0, err
 	}
 	if _, err := b.db.ExecContext(ctx, b.q.place, name, owner, placeTTL.Microseconds()); err != nil {
 		return 0, 0, 0, err
@@ -299,11 +312,15 @@ func (b *Backend) acquireQueuedMySQL(ctx context.Context, name, owner string, tt
 	return 0, time.Duration(heldMicros.Int64) * time.Microsecond, ahead, nil
 }
 
-// AwaitTurn waits until it is time for owner to ask again, at most max, or
-// until ctx ends: database/sql offers no wake-up, so the first waiter in
-// line asks every QueuePoll, and the one n places behind every
-// (n+1)·QueuePoll, as its last AcquireOrEnqueue through this Backend
-// reported.
+// AwaitTurn waits until it is owner's turn (the lock is free and no live
+// place is ahead of owner's), max has passed, or ctx ends. database/sql
+// offers no wake-up, so it finds out by re-checking with one read-only
+// statement: the first waiter in line every QueuePoll; a waiter further
+// back less often, at about half the time its turn is still away (its
+// places ahead times the time per turn, measured from the lock's token as
+// it rises between re-checks), and every (n+1)·QueuePoll before it has
+// measured that. A failed re-check ends the wait early, so that the
+// caller's next AcquireOrEnqueue reports the failure.
 func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
 	if err := lock.ValidateName(name, owner); err != nil {
 		return err
@@ -311,18 +328,101 @@ func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Du
 	if b.err != nil {
 		return b.err
 	}
-	wait := QueuePoll
-	if v, ok := b.waits.Load(waitKey(name, owner)); ok {
-		wait = time.Duration(v.(int64)+1) * QueuePoll
-	}
-	t := time.NewTimer(min(wait, max))
+	p := b.pace(name, owner)
+	deadline := time.Now().Add(max)
+	t := time.NewTimer(0)
 	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	<-t.C
+	for {
+		wait, last := p.next(), false
+		if left := time.Until(deadline); wait >= left {
+			wait, last = left, true
+		}
+		t.Reset(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if last {
+			return nil
+		}
+		var (
+			token      sql.NullInt64
+			held, nAhd int64
+		)
+		args := []any{name, name, owner, name, owner}
+		if b.d == PostgreSQL {
+			args = []any{name, owner}
+		}
+		if err := b.db.QueryRowContext(ctx, b.q.poll, args...).Scan(&token, &held, &nAhd); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return nil
+		}
+		p.observe(token.Int64, nAhd, time.Now())
+		if held == 0 && nAhd == 0 {
+			return nil // owner's turn: the caller takes the lock
+		}
 	}
+}
+
+// pace is what a waiter knows of its turn: the places ahead of it, and the
+// time per turn measured from the lock's token.
+type pace struct {
+	mu        sync.Mutex
+	ahead     int64
+	token     int64     // the token last seen
+	tokenAt   time.Time // when it was first seen
+	perTurn   time.Duration
+	hasSample bool
+}
+
+// pace returns the pace of owner's wait for name, made on first use and
+// forgotten when owner takes the lock or leaves the queue.
+func (b *Backend) pace(name, owner string) *pace {
+	v, _ := b.waits.LoadOrStore(waitKey(name, owner), &pace{})
+	return v.(*pace)
+}
+
+// placed records the places ahead that AcquireOrEnqueue reported.
+func (p *pace) placed(ahead int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ahead = ahead
+}
+
+// observe records a re-check: the places ahead, and a new time per turn
+// when the token rose since it was first seen.
+func (p *pace) observe(token, ahead int64, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ahead = ahead
+	switch {
+	case p.tokenAt.IsZero() || token < p.token:
+		p.token, p.tokenAt = token, now
+	case token > p.token:
+		sample := now.Sub(p.tokenAt) / time.Duration(token-p.token)
+		if p.hasSample {
+			sample = (p.perTurn + sample) / 2
+		}
+		p.perTurn, p.hasSample = sample, true
+		p.token, p.tokenAt = token, now
+	}
+}
+
+// next is how long to wait before the next re-check.
+func (p *pace) next() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.ahead == 0:
+		return QueuePoll
+	case p.hasSample:
+		return max(QueuePoll, time.Duration(p.ahead)*p.perTurn/2)
+	}
+	return time.Duration(p.ahead+1) * QueuePoll
 }
 
 // LeaveQueue deletes owner's place in name's queue; it is one statement.
