@@ -50,6 +50,7 @@ type Backend struct {
 	acquire, extend, release, lookup string
 	sweepSQL                         sweepSQL // see Sweep
 	acquireQueued, leave             string   // see AcquireOrEnqueue
+	releasePlain                     string   // Release without the queue table
 	waker                            *waker   // see AwaitTurn
 }
 
@@ -76,8 +77,10 @@ func NewBackend(pool Pool, opts *Options) *Backend {
 		release:       release,
 		leave:         leave,
 		waker:         newWaker(pool),
-		db:            pool,
-		table:         table,
+		releasePlain: fmt.Sprintf(`UPDATE %s SET owner = NULL, expires_at = statement_timestamp(), metadata = NULL
+WHERE name = $1 AND owner = $2 AND expires_at > statement_timestamp()`, table),
+		db:    pool,
+		table: table,
 		// Free (no owner), expired, or already ours: take it. A new holder
 		// gets token+1; the same owner re-acquiring a live lease keeps its
 		// token and gets the new expiry. statement_timestamp() is one
@@ -198,7 +201,14 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 	// queueStatements).
 	var released, notified int64
 	if err := b.db.QueryRow(ctx, b.release, name, owner).Scan(&released, &notified); err != nil {
-		return wrapTableErr(b.table, fixMigrate, fmt.Sprintf("release %q", name), err)
+		err = wrapTableErr(b.table, fixMigrate, fmt.Sprintf("release %q", name), err)
+		if errors.Is(err, ErrNotMigrated) {
+			// The statement failed before it ran: no queue table yet (a
+			// schema that Migrate has not upgraded), so nobody can wait
+			// on it either. Release as before.
+			return b.update(ctx, "release", b.releasePlain, name, owner)
+		}
+		return err
 	}
 	if released == 0 {
 		return fmt.Errorf("postgres: release %q: %w", name, lock.ErrNotHeld)

@@ -23,6 +23,15 @@ func TestMigrateAddsQueueTable(t *testing.T) {
 	b := postgres.NewBackend(pool, nil)
 	_, err := b.AcquireOrEnqueue(ctx, "l", newOwner(t), time.Minute, time.Second)
 	require.ErrorIs(t, err, postgres.ErrNotMigrated)
+	// The previous version's Migrate with the metadata column: Acquire and
+	// Release work before the queue table exists (a rolling upgrade).
+	_, err = pool.Exec(ctx, `ALTER TABLE fencekit_leases ADD COLUMN metadata text`)
+	require.NoError(t, err)
+	o := newOwner(t)
+	_, err = b.Acquire(ctx, "old", o, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, b.Release(ctx, "old", o), "Release without the queue table")
+	require.ErrorIs(t, b.Release(ctx, "old", o), lock.ErrNotHeld)
 
 	migrated(t, pool)
 	var exists bool

@@ -244,7 +244,14 @@ func (b *Backend) releaseAndNotify(ctx context.Context, name, owner string) erro
 		case err != nil && isConflict(err) && attempt < 3 && ctx.Err() == nil:
 			continue
 		case err != nil:
-			return classify(ctx, b.d, b.table, fixMigrate, where, err)
+			err = classify(ctx, b.d, b.table, fixMigrate, where, err)
+			if errors.Is(err, ErrNotMigrated) {
+				// The statement failed before it ran: no queue table yet
+				// (a schema that Migrate has not upgraded), so nobody can
+				// wait on it either. Release as before.
+				return b.update(ctx, "release", b.release, name, name, owner)
+			}
+			return err
 		case released == 0:
 			return fmt.Errorf("sqldb: %s: %w", where, lock.ErrNotHeld)
 		}

@@ -38,6 +38,12 @@ func TestMigrateAddsQueueTable(t *testing.T) {
 			require.NoError(t, err)
 			_, err = b.AcquireOrEnqueue(ctx, "l", w, time.Minute, time.Second)
 			require.ErrorIs(t, err, sqldb.ErrNotMigrated)
+			// Release works before the queue table exists (a rolling
+			// upgrade).
+			require.NoError(t, b.Release(ctx, "l", h), "Release without the queue table")
+			require.ErrorIs(t, b.Release(ctx, "l", h), lock.ErrNotHeld)
+			_, err = b.Acquire(ctx, "l", h, time.Minute)
+			require.NoError(t, err)
 
 			require.NoError(t, sqldb.Migrate(ctx, db, s.d, opts))
 			require.NoError(t, sqldb.Migrate(ctx, db, s.d, opts), "Migrate must be idempotent")
