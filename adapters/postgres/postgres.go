@@ -41,7 +41,10 @@
 // table, a failed login) are permanent and fail fast.
 //
 // No session state is used: each call is one statement (two on a refusal),
-// so any connection of a pool will do. Backend.Sweep, a maintenance call, is
+// so any connection of a pool will do. The one exception is queued waiting
+// (Backend.AcquireOrEnqueue, a lock.QueueBackend): while someone waits, the
+// Backend keeps one connection out of the pool that LISTENs for the
+// wake-ups Release sends with NOTIFY. Backend.Sweep, a maintenance call, is
 // a short transaction per batch of rows.
 package postgres
 
