@@ -16,3 +16,11 @@ func ListeningForTest(b *Backend) bool {
 	defer b.waker.mu.Unlock()
 	return b.waker.listening
 }
+
+// ListenerPIDForTest returns the server process of b's listening
+// connection (0 before the first).
+func ListenerPIDForTest(b *Backend) uint32 {
+	b.waker.mu.Lock()
+	defer b.waker.mu.Unlock()
+	return b.waker.pid
+}

@@ -115,3 +115,43 @@ func TestListenerOpenedOnFirstWaitAndDroppedWhenIdle(t *testing.T) {
 		poll(t, "the idle listening connection closed", func() bool { return !postgres.ListeningForTest(b) })
 	}
 }
+
+// A listening connection that the server ends (pg_terminate_backend, as a
+// failover or an admin would) loses the wake-ups sent meanwhile, but not the
+// waiter: it is served by its next renewal (a third of its place TTL), and
+// the next wait listens again.
+func TestWaiterServedAfterListenerKilled(t *testing.T) {
+	ctx := testCtx(t)
+	pool := migrated(t, testkit.Postgres(t))
+	b := postgres.NewBackend(pool, nil)
+	const placeTTL = 900 * time.Millisecond // renewed every 300 ms
+	c := lock.New(b, &lock.Options{Queue: lock.QueueOptions{PlaceTTL: placeTTL}})
+	h := newOwner(t)
+	_, err := b.Acquire(ctx, "l", h, time.Minute)
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		l, err := c.Acquire(ctx, "l", time.Minute)
+		if err == nil {
+			err = l.Release(context.WithoutCancel(ctx))
+		}
+		got <- err
+	}()
+	poll(t, "a listening connection", func() bool { return postgres.ListeningForTest(b) })
+	killed := postgres.ListenerPIDForTest(b)
+	var ok bool
+	require.NoError(t, pool.QueryRow(ctx, "SELECT pg_terminate_backend($1)", int64(killed)).Scan(&ok))
+	require.True(t, ok, "pg_terminate_backend")
+	poll(t, "the killed listener noticed", func() bool {
+		return !postgres.ListeningForTest(b) || postgres.ListenerPIDForTest(b) != killed
+	})
+	released := time.Now()
+	require.NoError(t, b.Release(ctx, "l", h))
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter was not served after its listening connection was killed")
+	}
+	require.Less(t, time.Since(released), 2*time.Second)
+}

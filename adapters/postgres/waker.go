@@ -31,6 +31,7 @@ type waker struct {
 	mu        sync.Mutex
 	boxes     map[string]chan struct{} // buffered (1): a wake-up waits for its reader
 	listening bool                     // a listening connection is up
+	pid       uint32                   // its server process, for tests
 	stop      context.CancelFunc       // ends it
 	idle      *time.Timer              // stops it once nobody waited for linger
 }
@@ -118,7 +119,7 @@ func (w *waker) listen(ctx context.Context) error {
 	}
 	lctx, stop := context.WithCancel(context.Background())
 	w.mu.Lock()
-	w.listening, w.stop = true, stop
+	w.listening, w.stop, w.pid = true, stop, conn.PgConn().PID()
 	if len(w.boxes) == 0 && w.idle == nil {
 		w.idle = time.AfterFunc(w.linger, w.stopIdle)
 	}
