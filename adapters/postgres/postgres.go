@@ -137,6 +137,9 @@ func (o *Options) tables() (store, leases string, err error) {
 	if store == leases {
 		return "", "", sameTable(store)
 	}
+	if queue, err := queueTable(lo); err == nil && queue == store {
+		return "", "", fence.Invalid("postgres: StoreTable %s is the queue table of LeaseTable %s; name it otherwise", store, leases)
+	}
 	return store, leases, nil
 }
 

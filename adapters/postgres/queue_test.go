@@ -8,7 +8,10 @@ import (
 
 	"github.com/fencekit/fencekit/internal/testkit/require"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fencekit/fencekit/adapters/postgres"
+	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
 )
@@ -154,4 +157,15 @@ func TestWaiterServedAfterListenerKilled(t *testing.T) {
 		t.Fatal("the waiter was not served after its listening connection was killed")
 	}
 	require.Less(t, time.Since(released), 2*time.Second)
+}
+
+// A store table named as the lease table's queue table is refused before
+// anything is sent.
+func TestStoreTableNamedAsQueueTableRefused(t *testing.T) {
+	ctx := testCtx(t)
+	pool := testkit.Postgres(t)
+	opts := &postgres.Options{StoreTable: pgx.Identifier{"locks_queue"}, LeaseTable: pgx.Identifier{"locks"}}
+	require.ErrorIs(t, postgres.Migrate(ctx, pool, opts), fence.ErrInvalid)
+	_, err := postgres.NewBackend(pool, opts).AcquireOrEnqueue(ctx, "l", newOwner(t), time.Minute, time.Second)
+	require.ErrorIs(t, err, fence.ErrInvalid)
 }

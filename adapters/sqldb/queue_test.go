@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/adapters/sqldb"
+	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
@@ -97,5 +98,15 @@ func TestAwaitTurnReturnsOnTurn(t *testing.T) {
 			require.ErrorIs(t, b.AwaitTurn(cctx, "l", second, time.Minute), context.Canceled)
 			require.NoError(t, b.LeaveQueue(ctx, "l", second))
 		})
+	}
+}
+
+// A store table named as the lease table's queue table is refused before
+// anything is sent.
+func TestStoreTableNamedAsQueueTableRefused(t *testing.T) {
+	for _, d := range []sqldb.Dialect{sqldb.MySQL, sqldb.PostgreSQL} {
+		opts := &sqldb.Options{StoreTable: sqldb.Identifier{"locks_queue"}, LeaseTable: sqldb.Identifier{"locks"}}
+		_, err := sqldb.MigrateSQL(d, opts)
+		require.ErrorIs(t, err, fence.ErrInvalid)
 	}
 }

@@ -57,6 +57,9 @@ func (o *Options) tables(d Dialect) (store, leases string, err error) {
 	if store == leases {
 		return "", "", sameTable(store)
 	}
+	if queue, err := d.quote(queueIdentifier(lo)); err == nil && queue == store {
+		return "", "", fence.Invalid("sqldb: StoreTable %s is the queue table of LeaseTable %s; name it otherwise", store, leases)
+	}
 	return store, leases, nil
 }
 
