@@ -14,12 +14,19 @@ import (
 
 var _ lock.QueueBackend = (*Backend)(nil)
 
-// QueuePoll is how often the first waiter in line asks again whether the
-// lock is free: database/sql offers no wake-up (no LISTEN, and MySQL has
-// none), so a waiter re-checks, the one n places behind the first every
-// (n+1)·QueuePoll, and at the latest at its place's renewal. Waiters still
-// take their turns in arrival order.
-const QueuePoll = 5 * time.Millisecond
+// QueuePoll and MaxQueuePoll bound how often the first waiter in line asks
+// again whether the lock is free: database/sql offers no wake-up (no
+// LISTEN, and MySQL has none), so a waiter re-checks. The first in line
+// re-checks QueuePoll after it became first, then a quarter later each time
+// up to MaxQueuePoll, so that a short hold is handed over within a few
+// milliseconds and a long one costs at most one statement per MaxQueuePoll.
+// A waiter n places behind re-checks at about half the time its turn is
+// still away (see Backend.AwaitTurn), and at the latest at its place's
+// renewal. Waiters still take their turns in arrival order.
+const (
+	QueuePoll    = 2 * time.Millisecond
+	MaxQueuePoll = 20 * time.Millisecond
+)
 
 // queueIdentifier is the queue table that goes with the lease table
 // leases: the same database or schema, the lease table's name with
@@ -315,7 +322,8 @@ func (b *Backend) acquireQueuedMySQL(ctx context.Context, name, owner string, tt
 // AwaitTurn waits until it is owner's turn (the lock is free and no live
 // place is ahead of owner's), max has passed, or ctx ends. database/sql
 // offers no wake-up, so it finds out by re-checking with one read-only
-// statement: the first waiter in line every QueuePoll; a waiter further
+// statement: the first waiter in line QueuePoll after it became first,
+// then a quarter later each time, up to MaxQueuePoll; a waiter further
 // back less often, at about half the time its turn is still away (its
 // places ahead times the time per turn, measured from the lock's token as
 // it rises between re-checks), and every (n+1)·QueuePoll before it has
@@ -377,6 +385,7 @@ type pace struct {
 	tokenAt   time.Time // when it was first seen
 	perTurn   time.Duration
 	hasSample bool
+	firstPoll time.Duration // the first in line's next interval; 0 while others are ahead
 }
 
 // pace returns the pace of owner's wait for name, made on first use and
@@ -416,9 +425,14 @@ func (p *pace) observe(token, ahead int64, now time.Time) {
 func (p *pace) next() time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.ahead > 0 {
+		p.firstPoll = 0
+	}
 	switch {
 	case p.ahead == 0:
-		return QueuePoll
+		d := max(p.firstPoll, QueuePoll)
+		p.firstPoll = min(d+d/4, MaxQueuePoll)
+		return d
 	case p.hasSample:
 		return max(QueuePoll, time.Duration(p.ahead)*p.perTurn/2)
 	}

@@ -3,6 +3,8 @@ package sqldb_test
 import (
 	"context"
 	"fmt"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,4 +111,41 @@ func TestStoreTableNamedAsQueueTableRefused(t *testing.T) {
 		_, err := sqldb.MigrateSQL(d, opts)
 		require.ErrorIs(t, err, fence.ErrInvalid)
 	}
+}
+
+// The first waiter in line behind a long hold re-checks quickly at first
+// and then at most every MaxQueuePoll: over a second, some tens of round
+// trips, not hundreds.
+func TestFirstInLineBacksOffToMaxQueuePoll(t *testing.T) {
+	ctx := testCtx(t)
+	cfg := testkit.MySQLConfig(t)
+	cfg.InterpolateParams = true // one round trip per statement
+	var (
+		mu    sync.Mutex
+		trips int
+	)
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &tripConn{Conn: c, mu: &mu, trips: &trips}, nil
+	}
+	db := testkit.OpenMySQL(t, cfg)
+	b := sqldb.NewBackend(db, sqldb.MySQL, tables(t, db, sqldb.MySQL))
+	h, w := testkit.Owner(t), testkit.Owner(t)
+	_, err := b.Acquire(ctx, "l", h, time.Minute)
+	require.NoError(t, err)
+	_, err = b.AcquireOrEnqueue(ctx, "l", w, time.Minute, time.Minute)
+	require.ErrorIs(t, err, lock.ErrHeld)
+	mu.Lock()
+	trips = 0
+	mu.Unlock()
+	const wait = time.Second
+	require.NoError(t, b.AwaitTurn(ctx, "l", w, wait))
+	mu.Lock()
+	n := trips
+	mu.Unlock()
+	most := int(wait/sqldb.MaxQueuePoll) + 15 // the ramp from QueuePoll takes a dozen
+	require.True(t, n >= int(wait/sqldb.MaxQueuePoll)/2 && n <= most, fmt.Sprintf("%d re-checks in %v; want %d..%d", n, wait, int(wait/sqldb.MaxQueuePoll)/2, most))
 }
