@@ -59,8 +59,8 @@ import (
 //   - Bad input: as Backend, and a place below MinPlaceTTL is refused with
 //     ErrInvalid before anything is sent (ValidatePlace).
 //
-// Types that satisfy QueueBackend in this module: *memory.Backend and
-// *redis.Backend.
+// Types that satisfy QueueBackend in this module: *memory.Backend,
+// *redis.Backend, *postgres.Backend and *sqldb.Backend.
 type QueueBackend interface {
 	Backend
 	// AcquireOrEnqueue takes name for owner when it is owner's turn, and

@@ -49,6 +49,9 @@ type Backend struct {
 	err                              error
 	acquire, extend, release, lookup string
 	sweepSQL                         sweepSQL // see Sweep
+	acquireQueued, leave             string   // see AcquireOrEnqueue
+	releasePlain                     string   // Release without the queue table
+	waker                            *waker   // see AwaitTurn
 }
 
 // NewBackend returns a Backend on pool with the lease table named in opts
@@ -57,13 +60,25 @@ type Backend struct {
 // method as an error matching fence.ErrInvalid.
 func NewBackend(pool Pool, opts *Options) *Backend {
 	_, table, err := opts.tables()
+	var queue string
+	if err == nil {
+		_, lo := opts.identifiers()
+		queue, err = queueTable(lo)
+	}
 	if err == nil && pool == nil {
 		err = fence.Invalid("postgres: nil pool")
 	}
 	if err != nil {
 		return &Backend{err: err}
 	}
+	acquireQueued, release, leave := queueStatements(table, queue)
 	return &Backend{
+		acquireQueued: acquireQueued,
+		release:       release,
+		leave:         leave,
+		waker:         newWaker(pool),
+		releasePlain: fmt.Sprintf(`UPDATE %s SET owner = NULL, expires_at = statement_timestamp(), metadata = NULL
+WHERE name = $1 AND owner = $2 AND expires_at > statement_timestamp()`, table),
 		db:    pool,
 		table: table,
 		// Free (no owner), expired, or already ours: take it. A new holder
@@ -101,10 +116,6 @@ SELECT NULL, floor(extract(epoch FROM h.expires_at - clock_timestamp()) * 100000
 FROM %[1]s h
 WHERE h.name = $1 AND h.owner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM taken)`, table),
 		extend: fmt.Sprintf(`UPDATE %s SET expires_at = statement_timestamp() + $3::interval
-WHERE name = $1 AND owner = $2 AND expires_at > statement_timestamp()`, table),
-		// The token stays: the next holder gets token+1. expires_at keeps
-		// the release time, from which Sweep measures idleness.
-		release: fmt.Sprintf(`UPDATE %s SET owner = NULL, expires_at = statement_timestamp(), metadata = NULL
 WHERE name = $1 AND owner = $2 AND expires_at > statement_timestamp()`, table),
 		lookup:   fmt.Sprintf(`SELECT owner, token, expires_at, clock_timestamp(), metadata FROM %s WHERE name = $1`, table),
 		sweepSQL: sweepStatements(table),
@@ -178,7 +189,31 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 	if err := lock.ValidateName(name, owner); err != nil {
 		return err
 	}
-	return b.update(ctx, "release", b.release, name, owner)
+	if b.err != nil {
+		return b.err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// One statement: the token stays (the next holder gets token+1),
+	// expires_at keeps the release time, from which Sweep measures
+	// idleness, and the first waiter in line is notified (see
+	// queueStatements).
+	var released, notified int64
+	if err := b.db.QueryRow(ctx, b.release, name, owner).Scan(&released, &notified); err != nil {
+		err = wrapTableErr(b.table, fixMigrate, fmt.Sprintf("release %q", name), err)
+		if errors.Is(err, ErrNotMigrated) {
+			// The statement failed before it ran: no queue table yet (a
+			// schema that Migrate has not upgraded), so nobody can wait
+			// on it either. Release as before.
+			return b.update(ctx, "release", b.releasePlain, name, owner)
+		}
+		return err
+	}
+	if released == 0 {
+		return fmt.Errorf("postgres: release %q: %w", name, lock.ErrNotHeld)
+	}
+	return nil
 }
 
 func (b *Backend) update(ctx context.Context, op, query string, args ...any) error {

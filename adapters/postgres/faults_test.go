@@ -46,7 +46,8 @@ func TestFaults(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		for _, table := range []pgx.Identifier{opts.StoreTable, opts.LeaseTable} {
+		queue := pgx.Identifier{ns + "_leases_queue"}
+		for _, table := range []pgx.Identifier{opts.StoreTable, opts.LeaseTable, queue} {
 			if _, err := admin.Exec(ctx, "DROP TABLE IF EXISTS "+table.Sanitize()); err != nil {
 				t.Logf("drop %s: %v", table.Sanitize(), err)
 			}

@@ -41,7 +41,10 @@
 // table, a failed login) are permanent and fail fast.
 //
 // No session state is used: each call is one statement (two on a refusal),
-// so any connection of a pool will do. Backend.Sweep, a maintenance call, is
+// so any connection of a pool will do. The one exception is queued waiting
+// (Backend.AcquireOrEnqueue, a lock.QueueBackend): while someone waits, the
+// Backend keeps one connection out of the pool that LISTENs for the
+// wake-ups Release sends with NOTIFY. Backend.Sweep, a maintenance call, is
 // a short transaction per batch of rows.
 package postgres
 
@@ -134,6 +137,9 @@ func (o *Options) tables() (store, leases string, err error) {
 	if store == leases {
 		return "", "", sameTable(store)
 	}
+	if queue, err := queueTable(lo); err == nil && queue == store {
+		return "", "", fence.Invalid("postgres: StoreTable %s is the queue table of LeaseTable %s; name it otherwise", store, leases)
+	}
 	return store, leases, nil
 }
 
@@ -183,6 +189,11 @@ func MigrateSQL(opts *Options) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	_, lo := opts.identifiers()
+	queue, err := queueTable(lo)
+	if err != nil {
+		return "", err
+	}
 	return fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d);
 CREATE TABLE IF NOT EXISTS %s (
     key   text COLLATE "C" PRIMARY KEY,
@@ -196,7 +207,7 @@ CREATE TABLE IF NOT EXISTS %s (
     expires_at timestamptz,
     metadata   text
 );
-`, migrateLockKey, store, leases) + upgradeSQL(leases), nil
+`, migrateLockKey, store, leases) + queueSQL(queue) + upgradeSQL(leases), nil
 }
 
 // Migrate creates the store and lease tables if they do not exist, and adds

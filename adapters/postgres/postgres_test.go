@@ -386,6 +386,12 @@ func TestHostileTableNames(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, fence.Token(1), tok)
 		require.NoError(t, b.Release(ctx, "l'; DROP TABLE x; --", o))
+		tok, err = b.AcquireOrEnqueue(ctx, "l'; DROP TABLE x; --", o, time.Minute, time.Second)
+		require.NoError(t, err)
+		require.Equal(t, fence.Token(2), tok)
+		_, err = b.AcquireOrEnqueue(ctx, "l'; DROP TABLE x; --", newOwner(t), time.Minute, time.Second)
+		require.ErrorIs(t, err, lock.ErrHeld)
+		require.NoError(t, b.Release(ctx, "l'; DROP TABLE x; --", o))
 	}
 	var tables []string
 	rows, err := pool.Query(ctx, `SELECT schemaname || '.' || tablename FROM pg_tables WHERE schemaname IN ($1, 'odd "schema"') ORDER BY 1`, schema)
@@ -396,8 +402,10 @@ func TestHostileTableNames(t *testing.T) {
 		schema + ".x",
 		schema + `.we"ird; DROP TABLE x; --`,
 		schema + `.le"ase'; DROP TABLE x; --`,
+		schema + `.le"ase'; DROP TABLE x; --_queue`,
 		`odd "schema".t; DROP TABLE x`,
 		`odd "schema".a b`,
+		`odd "schema".a b_queue`,
 	}, tables)
 }
 

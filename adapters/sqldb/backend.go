@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
@@ -45,6 +46,8 @@ type Backend struct {
 	table                            string // quoted, for messages
 	err                              error
 	acquire, extend, release, lookup string
+	q                                queueSQL // see AcquireOrEnqueue
+	waits                            sync.Map // waitKey → *pace, see AwaitTurn
 }
 
 var _ lock.Backend = (*Backend)(nil)
@@ -56,13 +59,17 @@ var _ lock.Backend = (*Backend)(nil)
 // anything is sent.
 func NewBackend(db *sql.DB, d Dialect, opts *Options) *Backend {
 	_, table, err := opts.tables(d)
+	var queue string
+	if err == nil {
+		queue, err = opts.queueTable(d)
+	}
 	if err == nil && db == nil {
 		err = fence.Invalid("sqldb: nil *sql.DB")
 	}
 	if err != nil {
 		return &Backend{err: err}
 	}
-	b := &Backend{d: d, db: db, table: table}
+	b := &Backend{d: d, db: db, table: table, q: newQueueSQL(d, table, queue)}
 	if d == MySQL {
 		// Free (no owner), expired, or already ours: take it. The
 		// assignments run left to right, each seeing the ones before, so
@@ -217,7 +224,43 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 	if err := lock.ValidateName(name, owner); err != nil {
 		return err
 	}
+	if b.d == PostgreSQL {
+		return b.releaseAndNotify(ctx, name, owner)
+	}
 	return b.update(ctx, "release", b.release, name, name, owner)
+}
+
+// releaseAndNotify is Release on PostgreSQL: one statement that releases
+// and notifies the first waiter in line if it listens (a waiter of
+// adapters/postgres on a shared table; see queueSQL).
+func (b *Backend) releaseAndNotify(ctx context.Context, name, owner string) error {
+	if b.err != nil {
+		return b.err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	where := fmt.Sprintf("release %q", name)
+	for attempt := 1; ; attempt++ {
+		var released, notified int64
+		err := b.db.QueryRowContext(ctx, b.q.release, name, owner).Scan(&released, &notified)
+		switch {
+		case err != nil && isConflict(err) && attempt < 3 && ctx.Err() == nil:
+			continue
+		case err != nil:
+			err = classify(ctx, b.d, b.table, fixMigrate, where, err)
+			if errors.Is(err, ErrNotMigrated) {
+				// The statement failed before it ran: no queue table yet
+				// (a schema that Migrate has not upgraded), so nobody can
+				// wait on it either. Release as before.
+				return b.update(ctx, "release", b.release, name, name, owner)
+			}
+			return err
+		case released == 0:
+			return fmt.Errorf("sqldb: %s: %w", where, lock.ErrNotHeld)
+		}
+		return nil
+	}
 }
 
 // update runs extend or release: one UPDATE of the owner's live row. On

@@ -22,7 +22,10 @@
 //   - Backend is a lock.Backend on a lease table. It takes a *sql.DB, never
 //     a transaction. Expiry is decided by the database clock, and each
 //     lock's token lives in its row, so tokens keep rising across
-//     releases, expiries and server restarts.
+//     releases, expiries and server restarts. It offers queued waiting
+//     (lock.QueueBackend) on a queue table next to the lease table:
+//     waiters take their turns in arrival order, re-checking since
+//     database/sql has no wake-up (see Backend.AwaitTurn).
 //
 // Create the tables with Migrate, or with the statements of MigrateSQL.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,4 +155,66 @@ func TestRestartAmbiguousPut(t *testing.T) {
 	var rec fence.Record
 	require.NoError(t, retry(t, func() (err error) { rec, err = observer.Get(ctx, "k"); return err }))
 	require.Equal(t, fence.Record{Value: []byte("ambiguous"), Fence: 9}, rec)
+}
+
+// TestRestartWithWaitersQueued kills and restarts a throwaway mariadbd with
+// waiters in line: they fail transiently while it is down, keep (or
+// retake) their places when it is back, and are all served once the holder
+// releases, each with a token above the one before.
+func TestRestartWithWaitersQueued(t *testing.T) {
+	srv := testkit.NewMySQLServer(t)
+	ctx := testCtx(t)
+	db := testkit.OpenMySQL(t, srv.Config(t))
+	b := sqldb.NewBackend(db, sqldb.MySQL, tables(t, db, sqldb.MySQL))
+	holder := testkit.Owner(t)
+	first, err := b.Acquire(ctx, "l", holder, time.Minute)
+	require.NoError(t, err)
+
+	const waiters = 3
+	served := make(chan fence.Token, waiters)
+	failed := make(chan error, waiters)
+	for range waiters {
+		queued := make(chan struct{})
+		var once sync.Once
+		c := lock.New(b, &lock.Options{
+			Queue: lock.QueueOptions{PlaceTTL: 600 * time.Millisecond},
+			Observer: func(e lock.Event) {
+				if e.Kind == lock.EventRetrying {
+					once.Do(func() { close(queued) })
+				}
+			},
+		})
+		go func() {
+			l, err := c.Acquire(ctx, "l", time.Minute)
+			if err != nil {
+				failed <- err
+				return
+			}
+			served <- l.Token()
+			_ = l.Release(context.WithoutCancel(ctx))
+		}()
+		select {
+		case <-queued:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a waiter was never refused (queued)")
+		}
+	}
+
+	srv.Kill()
+	srv.Start()
+	require.NoError(t, retry(t, func() error { return b.Release(ctx, "l", holder) }))
+
+	prev := first
+	deadline := time.After(30 * time.Second)
+	for i := range waiters {
+		select {
+		case tok := <-served:
+			require.True(t, tok > prev, "waiter %d got token %d after %d", i+1, tok, prev)
+			prev = tok
+		case err := <-failed:
+			t.Fatalf("a waiter failed: %v", err)
+		case <-deadline:
+			t.Fatalf("only %d of %d waiters served", i, waiters)
+		}
+	}
 }

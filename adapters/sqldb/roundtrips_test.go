@@ -121,6 +121,12 @@ func TestRoundTrips(t *testing.T) {
 			require.Equal(t, stmt, count(func() error { _, err := b.Acquire(ctx, "l", owner, time.Minute); return err }), "Acquire")
 			require.Equal(t, stmt, count(func() error { return b.Extend(ctx, "l", owner, time.Minute) }), "Extend")
 			require.Equal(t, stmt, count(func() error { return b.Release(ctx, "l", owner) }), "Release")
+			// Queued waiting with nobody waiting: the take alone.
+			require.Equal(t, stmt, count(func() error {
+				_, err := b.AcquireOrEnqueue(ctx, "q", owner, time.Minute, time.Second)
+				return err
+			}), "AcquireOrEnqueue of a free lock")
+			require.Equal(t, stmt, count(func() error { return b.Release(ctx, "q", owner) }), "Release after AcquireOrEnqueue")
 			plain, guarded := count(tx(false)), count(tx(true))
 			require.Equal(t, 2+stmt, plain, "plain transaction")
 			require.Equal(t, 2+4*stmt, guarded, "guarded transaction")

@@ -57,7 +57,22 @@ func (o *Options) tables(d Dialect) (store, leases string, err error) {
 	if store == leases {
 		return "", "", sameTable(store)
 	}
+	if queue, err := d.quote(queueIdentifier(lo)); err == nil && queue == store {
+		return "", "", fence.Invalid("sqldb: StoreTable %s is the queue table of LeaseTable %s; name it otherwise", store, leases)
+	}
 	return store, leases, nil
+}
+
+// queueTable returns the quoted name of the queue table of queued waiting
+// (see Backend.AcquireOrEnqueue): the lease table's name with "_queue"
+// appended, in the same database or schema.
+func (o *Options) queueTable(d Dialect) (string, error) {
+	_, lo := o.identifiers()
+	q, err := d.quote(queueIdentifier(lo))
+	if err != nil {
+		return "", fmt.Errorf("sqldb: the queue table of LeaseTable: %w", err)
+	}
+	return q, nil
 }
 
 func sameTable(name string) error {
@@ -79,6 +94,10 @@ func MigrateSQL(d Dialect, opts *Options) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	queue, err := opts.queueTable(d)
+	if err != nil {
+		return nil, err
+	}
 	if d == MySQL {
 		return []string{
 			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
@@ -93,6 +112,7 @@ func MigrateSQL(d Dialect, opts *Options) ([]string, error) {
 				"    `expires_at` DATETIME(6) NULL,\n"+
 				"    `metadata`   VARBINARY(1024) NULL\n"+
 				") ENGINE=InnoDB ROW_FORMAT=DYNAMIC", leases),
+			queueTableSQL(d, queue),
 		}, nil
 	}
 	return []string{
@@ -108,6 +128,7 @@ func MigrateSQL(d Dialect, opts *Options) ([]string, error) {
     expires_at timestamptz,
     metadata   text
 )`, leases),
+		queueTableSQL(d, queue),
 	}, nil
 }
 

@@ -26,10 +26,13 @@ type Locker interface {
 }
 
 // Row is one lock implementation: New returns worker i's Locker on the
-// lock name. Redis, when set, is the server whose commands are counted.
+// lock name. Redis, when set, is the server whose commands are counted;
+// Work, when set, counts the server work otherwise (the SQL rows: the
+// statements their clients sent).
 type Row struct {
 	Name  string
 	Redis *goredis.Client
+	Work  func(ctx context.Context) (int64, error)
 	New   func(name string, worker int) (Locker, error)
 }
 
@@ -48,9 +51,9 @@ type Result struct {
 	// Acquisitions per worker.
 	MinPerWorker, MaxPerWorker int
 	CV                         float64 // coefficient of variation
-	// Redis commands per acquisition (every command the server ran, those
-	// run by scripts included, as INFO commandstats counts them); NaN
-	// without a server.
+	// Server work per acquisition: Redis commands (every command the
+	// server ran, those run by scripts included, as INFO commandstats
+	// counts them), or the statements of a SQL row; NaN without either.
 	CommandsPerAcquisition float64
 	Errors                 int // failed acquires other than the run's end
 }
@@ -66,7 +69,11 @@ func Run(ctx context.Context, row Row, name string, workers int, hold, d time.Du
 		}
 		lockers[i] = l
 	}
-	before, err := commandCalls(ctx, row.Redis)
+	work := row.Work
+	if work == nil {
+		work = func(ctx context.Context) (int64, error) { return commandCalls(ctx, row.Redis) }
+	}
+	before, err := work(ctx)
 	if err != nil {
 		return Result{}, err
 	}
@@ -120,7 +127,7 @@ func Run(ctx context.Context, row Row, name string, workers int, hold, d time.Du
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	after, err := commandCalls(ctx, row.Redis)
+	after, err := work(ctx)
 	if err != nil {
 		return Result{}, err
 	}
@@ -132,7 +139,7 @@ func Run(ctx context.Context, row Row, name string, workers int, hold, d time.Du
 	r.MinPerWorker, r.MaxPerWorker = slices.Min(counts), slices.Max(counts)
 	r.CV = cv(counts)
 	r.CommandsPerAcquisition = math.NaN()
-	if row.Redis != nil && len(waits) > 0 {
+	if (row.Redis != nil || row.Work != nil) && len(waits) > 0 {
 		r.CommandsPerAcquisition = float64(after-before) / float64(len(waits))
 	}
 	return r, nil

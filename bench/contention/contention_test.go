@@ -3,6 +3,7 @@ package contention
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -41,5 +42,31 @@ func TestRunFIFOFloor(t *testing.T) {
 	}
 	if r.Acquisitions == 0 || r.MinPerWorker == 0 || !math.IsNaN(r.CommandsPerAcquisition) {
 		t.Fatalf("result %+v: want acquisitions by every worker and no command count", r)
+	}
+}
+
+// TestRunCountsWork: a row with a Work counter (the SQL rows) reports its
+// server work per acquisition.
+func TestRunCountsWork(t *testing.T) {
+	row := Rows(nil)[0]
+	var n atomic.Int64
+	inner := row.New
+	row.New = func(name string, worker int) (Locker, error) {
+		l, err := inner(name, worker)
+		if err != nil {
+			return nil, err
+		}
+		return lockerFunc(func(ctx context.Context) (func(context.Context) error, error) {
+			n.Add(3) // three statements per acquisition
+			return l.Lock(ctx)
+		}), nil
+	}
+	row.Work = func(context.Context) (int64, error) { return n.Load(), nil }
+	r, err := Run(context.Background(), row, "l", 2, time.Millisecond, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Acquisitions == 0 || math.Abs(r.CommandsPerAcquisition-3) > 0.5 {
+		t.Fatalf("result %+v: want about 3 per acquisition", r)
 	}
 }

@@ -3,10 +3,13 @@
 // configuration, on every row of package contention, and prints a markdown
 // table with the targets judged per row.
 //
-//	cd bench && go run ./cmd/contention [-dur 3s] [-hold 10ms] [-workers 2,8,32] [-redis-addr host:port] [-run REGEXP]
+//	cd bench && go run ./cmd/contention [-dur 3s] [-hold 10ms] [-workers 2,8,32] [-redis-addr host:port] [-postgres-url URL] [-mysql-dsn DSN] [-run REGEXP]
 //
 // Without -redis-addr it starts a throwaway redis-server on a free loopback
-// port (so that the command counts are its own) and stops it at the end.
+// port (so that the command counts are its own) and stops it at the end;
+// likewise a throwaway PostgreSQL without -postgres-url, when a PostgreSQL
+// row is to run. The MariaDB rows run only with -mysql-dsn (tables
+// fkbench_contention_*), since there is no throwaway MariaDB.
 package main
 
 import (
@@ -32,6 +35,8 @@ func main() {
 	hold := flag.Duration("hold", 10*time.Millisecond, "how long each acquisition holds the lock")
 	workersFlag := flag.String("workers", "2,8,32", "the numbers of workers, comma-separated")
 	redisAddr := flag.String("redis-addr", "", "a Redis to use (default: a throwaway redis-server; \"off\": no Redis rows)")
+	pgURL := flag.String("postgres-url", "", "a PostgreSQL to use (default: a throwaway server; \"off\": no PostgreSQL rows)")
+	mysqlDSN := flag.String("mysql-dsn", "", "a MariaDB or MySQL (go-sql-driver DSN) for the MariaDB rows (default: none)")
 	run := flag.String("run", "", "only the rows whose name matches this regexp")
 	flag.Parse()
 
@@ -63,10 +68,36 @@ func main() {
 	}
 
 	ctx := context.Background()
+	rows := contention.Rows(rc)
+	if *pgURL != "off" && (only.MatchString("fencekit PostgreSQL") || only.MatchString("pg_advisory_lock")) {
+		url := *pgURL
+		if url == "" {
+			srv, err := servers.StartPostgres()
+			if err != nil {
+				log.Fatal(err)
+			}
+			defer srv.Stop()
+			url = srv.URL
+		}
+		pgRows, closePG, err := contention.PostgresRows(ctx, url)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer closePG()
+		rows = append(rows, pgRows...)
+	}
+	if *mysqlDSN != "" {
+		myRows, closeMy, err := contention.MariaDBRows(ctx, *mysqlDSN)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer closeMy()
+		rows = append(rows, myRows...)
+	}
 	fmt.Printf("hold %v, %v per configuration, GOMAXPROCS %s, load %s\n\n", *hold, *dur, os.Getenv("GOMAXPROCS"), loadavg())
-	fmt.Println("| row | W | acq/s | wait p50 | wait p99 | wait max | handoff p50 | handoff p99 | per worker min–max | CV | Redis cmds/acq | longest-wait target |")
+	fmt.Println("| row | W | acq/s | wait p50 | wait p99 | wait max | handoff p50 | handoff p99 | per worker min–max | CV | server work/acq | longest-wait target |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-	for _, row := range contention.Rows(rc) {
+	for _, row := range rows {
 		if !only.MatchString(row.Name) {
 			continue
 		}
