@@ -124,9 +124,23 @@ func TestSweepKeepsTokensRising(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, 0, n)
 
-			tok, err := b.Acquire(ctx, "swept", owner(), time.Second)
+			o := owner()
+			tok, err := b.Acquire(ctx, "swept", o, time.Second)
 			require.NoError(t, err)
 			require.Greater(t, tok, last)
+
+			// The queued acquire (what Client.Acquire sends) reads the
+			// floor too.
+			require.NoError(t, b.Release(ctx, "swept", o))
+			for swept = 0; swept < 1 && time.Now().Before(deadline.Add(10*time.Second)); {
+				n, err := b.Sweep(ctx, time.Millisecond)
+				require.NoError(t, err)
+				swept += n
+			}
+			require.Equal(t, 1, swept)
+			queued, err := b.AcquireOrEnqueue(ctx, "swept", owner(), time.Second, time.Second)
+			require.NoError(t, err)
+			require.Greater(t, queued, tok, "a queued acquire after a sweep")
 		})
 	}
 }

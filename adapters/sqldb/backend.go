@@ -87,7 +87,7 @@ func NewBackend(db *sql.DB, d Dialect, opts *Options) *Backend {
 		// the table an INSERT writes to (error 1093) unless it is.
 		take := "(`owner` IS NULL OR `expires_at` <= UTC_TIMESTAMP(6) OR `owner` = VALUES(`owner`))"
 		b.acquire = fmt.Sprintf("INSERT INTO %[1]s (`name`, `owner`, `token`, `expires_at`, `metadata`)\n"+
-			"VALUES (?, ?, LAST_INSERT_ID(COALESCE((SELECT `f`.`m` FROM (SELECT MAX(`token`) AS `m` FROM %[1]s WHERE `name` = '') AS `f`), 0) + 1),\n"+
+			"VALUES (?, ?, %[3]s,\n"+
 			"        UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, NULLIF(?, ''))\n"+
 			"ON DUPLICATE KEY UPDATE\n"+
 			"  `token` = IF(%[2]s,\n"+
@@ -95,7 +95,7 @@ func NewBackend(db *sql.DB, d Dialect, opts *Options) *Backend {
 			"    `token` + LAST_INSERT_ID(0 * `token`)),\n"+
 			"  `metadata` = IF(%[2]s, VALUES(`metadata`), `metadata`),\n"+
 			"  `owner` = IF(%[2]s, VALUES(`owner`), `owner`),\n"+
-			"  `expires_at` = IF(%[2]s, VALUES(`expires_at`), `expires_at`)", table, take)
+			"  `expires_at` = IF(%[2]s, VALUES(`expires_at`), `expires_at`)", table, take, mysqlNewRowToken(table))
 		// LAST_INSERT_ID(token) is evaluated only for the matched row:
 		// nonzero means done, whatever the affected-rows count says.
 		b.extend = fmt.Sprintf("UPDATE %s SET `expires_at` = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, `token` = LAST_INSERT_ID(`token`)\n"+
@@ -337,4 +337,15 @@ func (b *Backend) inspect(ctx context.Context, name string) (lock.Info, error) {
 		Name: name, Held: true, Owner: owner.String, Token: fence.Token(token),
 		TTL: time.Duration(remaining.Int64) * time.Microsecond, Metadata: md.String,
 	}, nil
+}
+
+// mysqlNewRowToken is the token of a lease row that an acquire inserts on
+// MySQL: one above the floor row (name ”) that Sweep and Admin.Bump keep,
+// so that a name's tokens keep rising after its row was swept or a backup
+// restored. The floor is read through a derived table with an aggregate,
+// which is materialized: MySQL refuses a subquery on the table an INSERT
+// writes to (error 1093) unless it is. Every acquiring statement (plain and
+// queued) uses it.
+func mysqlNewRowToken(table string) string {
+	return fmt.Sprintf("LAST_INSERT_ID(COALESCE((SELECT `f`.`m` FROM (SELECT MAX(`token`) AS `m` FROM %s WHERE `name` = '') AS `f`), 0) + 1)", table)
 }

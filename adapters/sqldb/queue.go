@@ -110,14 +110,14 @@ func mysqlQueueSQL(leases, queue string) queueSQL {
 	take := "((`owner` = VALUES(`owner`) AND `expires_at` > UTC_TIMESTAMP(6)) OR ((`owner` IS NULL OR `expires_at` <= UTC_TIMESTAMP(6)) AND NOT EXISTS (" + mysqlAhead(queue) + ")))"
 	return queueSQL{
 		acquire: fmt.Sprintf("INSERT INTO %[1]s (`name`, `owner`, `token`, `expires_at`, `metadata`)\n"+
-			"VALUES (?, ?, LAST_INSERT_ID(1), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, NULLIF(?, ''))\n"+
+			"VALUES (?, ?, %[3]s, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, NULLIF(?, ''))\n"+
 			"ON DUPLICATE KEY UPDATE\n"+
 			"  `token` = IF(%[2]s,\n"+
 			"    LAST_INSERT_ID(IF(`owner` = VALUES(`owner`) AND `expires_at` > UTC_TIMESTAMP(6), `token`, `token` + 1)),\n"+
 			"    `token` + LAST_INSERT_ID(0 * `token`)),\n"+
 			"  `metadata` = IF(%[2]s, VALUES(`metadata`), `metadata`),\n"+
 			"  `owner` = IF(%[2]s, VALUES(`owner`), `owner`),\n"+
-			"  `expires_at` = IF(%[2]s, VALUES(`expires_at`), `expires_at`)", leases, take),
+			"  `expires_at` = IF(%[2]s, VALUES(`expires_at`), `expires_at`)", leases, take, mysqlNewRowToken(leases)),
 		took: fmt.Sprintf("DELETE FROM %s WHERE `name` = ? AND (`owner` = ? OR `expires_at` <= UTC_TIMESTAMP(6))", queue),
 		// queued_at is assigned first, from the old expiry: an expired
 		// place goes to the tail.
