@@ -24,6 +24,9 @@ type Admin struct {
 	lock  string
 	bump  string
 	floor string
+
+	queue   string // the queue table, sanitized
+	waiters string
 }
 
 // NewAdmin returns an Admin on pool for the lease table named in opts (nil
@@ -34,12 +37,22 @@ func NewAdmin(pool Pool, opts *Options) *Admin {
 	if err == nil && pool == nil {
 		err = fence.Invalid("postgres: nil pool")
 	}
+	var queue string
+	if err == nil {
+		_, lo := opts.identifiers()
+		queue, err = queueTable(lo)
+	}
 	if err != nil {
 		return &Admin{err: err}
 	}
 	return &Admin{
 		db:    pool,
 		table: table,
+		queue: queue,
+		// One row per name, in the order given (WITH ORDINALITY).
+		waiters: fmt.Sprintf(`SELECT (SELECT count(*) FROM %s w WHERE w.name = n.name AND w.expires_at > clock_timestamp())
+FROM unnest($1::text[]) WITH ORDINALITY AS n(name, i)
+ORDER BY n.i`, queue),
 		// left() compares the prefix as text, so '%' and '_' in it are
 		// plain characters (LIKE would treat them as wildcards).
 		list: fmt.Sprintf(`SELECT name, owner, token, floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000000)::bigint, coalesce(metadata, '')

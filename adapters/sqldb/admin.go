@@ -19,6 +19,7 @@ type Admin struct {
 	d     Dialect
 	db    *sql.DB
 	table string // quoted
+	queue string // the queue table, quoted
 	err   error
 }
 
@@ -31,10 +32,14 @@ func NewAdmin(db *sql.DB, d Dialect, opts *Options) *Admin {
 	if err == nil && db == nil {
 		err = fence.Invalid("sqldb: nil *sql.DB")
 	}
+	var queue string
+	if err == nil {
+		queue, err = opts.queueTable(d)
+	}
 	if err != nil {
 		return &Admin{err: err}
 	}
-	return &Admin{d: d, db: db, table: table}
+	return &Admin{d: d, db: db, table: table, queue: queue}
 }
 
 // listSQL returns the statement of List: the live rows whose names start

@@ -101,7 +101,7 @@ commands:
   bump --by N                      SQL backends, after a restore: raise every token by N
   watch [PREFIX] [--interval D] [--count N]
                                    a live table of the held locks (token, TTL, metadata,
-                                   waiters on Redis), redrawn every D; q or Ctrl-C quits
+                                   waiters in line), redrawn every D; q or Ctrl-C quits
 
 exit codes: 0 done, 1 failed, 2 usage, 3 nothing to do (release of a free lock)
 

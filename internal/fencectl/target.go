@@ -155,6 +155,7 @@ func openPostgres(ctx context.Context, c *config) (*target, error) {
 		backend: postgres.NewBackend(pool, opts),
 		store:   postgres.NewStore(pool, opts),
 		list:    admin.List,
+		waiters: admin.Waiters,
 		bump: func(ctx context.Context, by int64) (bumpResult, error) {
 			r, err := admin.Bump(ctx, by)
 			return bumpResult(r), err

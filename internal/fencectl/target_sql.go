@@ -60,6 +60,7 @@ func openSQL(ctx context.Context, c *config, db *sql.DB, d sqldb.Dialect, what, 
 		backend: b,
 		store:   sqldb.NewStore(db, d, opts),
 		list:    admin.List,
+		waiters: admin.Waiters,
 		bump: func(ctx context.Context, by int64) (bumpResult, error) {
 			r, err := admin.Bump(ctx, by)
 			return bumpResult(r), err

@@ -13,10 +13,26 @@ import (
 	"github.com/fencekit/fencekit/lock"
 )
 
-// TestWatchWaiters: on Redis, watch counts the waiters queued for a lock.
+// TestWatchWaiters: on every backend that queues waiters (Redis,
+// PostgreSQL, MySQL and PostgreSQL through sqldb), watch counts them.
 func TestWatchWaiters(t *testing.T) {
 	t.Parallel()
-	w := redisWorld(t)
+	for name, world := range map[string]func(*testing.T) world{
+		"redis":          redisWorld,
+		"postgres":       postgresWorld,
+		"mysql":          mysqlWorld,
+		"postgres-sqldb": postgresSQLWorld,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			watchWaiters(t, world(t))
+		})
+	}
+}
+
+// watchWaiters checks that watch counts the one waiter standing in line
+// for a held lock.
+func watchWaiters(t *testing.T, w world) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	holder, err := lock.New(w.backend, &lock.Options{Metadata: "holder"}).Acquire(ctx, "q/a", 20*time.Second)
