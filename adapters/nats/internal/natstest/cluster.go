@@ -89,7 +89,7 @@ func Start(dir string, cfg Config) (*Cluster, error) {
 		}
 		n.conf = filepath.Join(dir, n.Name+".conf")
 		n.log = filepath.Join(dir, n.Name+".log")
-		if err := os.WriteFile(n.conf, []byte(b.String()), 0o644); err != nil {
+		if err := writeFile(n.conf, b.String()); err != nil {
 			return nil, err
 		}
 		c.Nodes = append(c.Nodes, n)
@@ -260,3 +260,5 @@ func freePorts(n int) ([]int, error) {
 	}
 	return out, nil
 }
+
+func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o644) }
