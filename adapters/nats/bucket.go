@@ -137,7 +137,11 @@ func (b *bucket) last(ctx context.Context, key string) (*record, error) {
 	}
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
-	msg, err := b.js.Conn().RequestWithContext(ctx, b.api+"STREAM.MSG.GET."+b.stream, req)
+	var msg *natsgo.Msg
+	err = untilConnLost(ctx, b.js.Conn(), func(ctx context.Context) (err error) {
+		msg, err = b.js.Conn().RequestWithContext(ctx, b.api+"STREAM.MSG.GET."+b.stream, req)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +184,11 @@ func (b *bucket) write(ctx context.Context, key string, after uint64, header nat
 	}
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
-	ack, err := b.js.PublishMsg(ctx, m, opts...)
+	var ack *jetstream.PubAck
+	err := untilConnLost(ctx, b.js.Conn(), func(ctx context.Context) (err error) {
+		ack, err = b.js.PublishMsg(ctx, m, opts...)
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}

@@ -83,11 +83,15 @@ func opError(ctx context.Context, op, key string, err error) error {
 // transient reports whether err is a failure of the server or of the path
 // to it that a later attempt may not meet.
 func transient(err error) bool {
+	if errors.Is(err, errConnLost) {
+		return true
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	switch {
-	case errors.Is(err, natsgo.ErrTimeout),
+	case errors.Is(err, errConnLost),
+		errors.Is(err, natsgo.ErrTimeout),
 		errors.Is(err, natsgo.ErrNoResponders),
 		errors.Is(err, jetstream.ErrNoStreamResponse),
 		errors.Is(err, natsgo.ErrConnectionReconnecting),
