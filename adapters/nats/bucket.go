@@ -31,10 +31,16 @@ const (
 	ttlHeader = jetstream.MsgTTLHeader
 )
 
-// DefaultRequestTimeout bounds each request whose context has no deadline,
-// as the jetstream package does: a request no server answers (a stream
-// without a leader) would otherwise wait forever.
-const DefaultRequestTimeout = 5 * time.Second
+// RequestTimeout bounds each request to the server, whatever the caller's
+// deadline: a JetStream API request that no server answers (the stream's
+// leader died and the next one is not elected yet) gets no error, only
+// silence, and would otherwise wait for the caller's context to end. A
+// request cut short this way fails with a transient error whose outcome is
+// unknown (a write may have landed), so that a caller retries it.
+const RequestTimeout = 5 * time.Second
+
+// errNoReply marks a request that RequestTimeout cut short.
+var errNoReply = errors.New("no reply from the server within " + RequestTimeout.String())
 
 // bucket is the plumbing that a Store and a Backend share: the KV bucket's
 // stream, leader reads of a key's last message, and conditional writes.
@@ -92,12 +98,20 @@ func (b *bucket) key(kind, name string) string {
 	return b.prefix + "." + kind + "." + encodeName(name)
 }
 
-// withTimeout gives ctx DefaultRequestTimeout when it has no deadline.
+// withTimeout bounds ctx by RequestTimeout (see there).
 func (b *bucket) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
+	return context.WithTimeoutCause(ctx, RequestTimeout, errNoReply)
+}
+
+// noReply reports err as errNoReply when ctx (from withTimeout) ended by
+// RequestTimeout rather than by its parent.
+func noReply(ctx context.Context, err error) error {
+	if err != nil && errors.Is(context.Cause(ctx), errNoReply) {
+		// Not wrapped: the inner deadline is not the caller's, and an
+		// error matching context.DeadlineExceeded is not retried.
+		return fmt.Errorf("%w (%v)", errNoReply, err)
 	}
-	return context.WithTimeout(ctx, DefaultRequestTimeout)
+	return err
 }
 
 // record is the last message of a key.
@@ -142,6 +156,7 @@ func (b *bucket) last(ctx context.Context, key string) (*record, error) {
 		msg, err = b.js.Conn().RequestWithContext(ctx, b.api+"STREAM.MSG.GET."+b.stream, req)
 		return err
 	})
+	err = noReply(ctx, err)
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +204,7 @@ func (b *bucket) write(ctx context.Context, key string, after uint64, header nat
 		ack, err = b.js.PublishMsg(ctx, m, opts...)
 		return err
 	})
+	err = noReply(ctx, err)
 	if err != nil {
 		return 0, err
 	}

@@ -1,0 +1,277 @@
+package nats_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	fencenats "github.com/fencekit/fencekit/adapters/nats"
+	"github.com/fencekit/fencekit/adapters/nats/internal/natstest"
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/fence/fencetest"
+	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/lock"
+)
+
+// streamLeader returns the name of the bucket stream's leader, polling
+// until one is elected.
+func streamLeader(t *testing.T, js jetstream.JetStream, bucket string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s, err := js.Stream(ctx, "KV_"+bucket)
+		cancel()
+		if err == nil {
+			if ci := s.CachedInfo().Cluster; ci != nil && ci.Leader != "" {
+				return ci.Leader
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no leader for the bucket's stream within 30s (last error %v)", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// lockWorkload acquires and releases name in a loop, each time with a new
+// owner, until stop is closed, retrying transient failures. It fails t if a
+// token is not above every token acknowledged before, and returns the
+// largest acknowledged token and the number of acquisitions.
+func lockWorkload(t *testing.T, b lock.Backend, name string, stop <-chan struct{}, progress *atomic.Int64) (fence.Token, int) {
+	var maxTok fence.Token
+	n := 0
+	for {
+		select {
+		case <-stop:
+			return maxTok, n
+		default:
+		}
+		owner, _ := lock.NewOwner()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		tok, err := b.Acquire(ctx, name, owner, 10*time.Second)
+		if err == nil {
+			if tok <= maxTok {
+				t.Errorf("token %d after an acknowledged %d: a token was issued again", tok, maxTok)
+			}
+			maxTok = tok
+			n++
+			progress.Add(1)
+			_ = b.Release(ctx, name, owner)
+		}
+		cancel()
+		if err != nil && !lock.Retryable(err) && !errors.Is(err, lock.ErrHeld) && !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Acquire: %v", err)
+		}
+	}
+}
+
+// TestLeaderKillDuringWorkload kills (-9) the leader of an R3 bucket's
+// stream while a linearizability workload runs on a Store and a lock is
+// taken and released in a loop, then restarts it. The Store's history must
+// be linearizable (calls cut by the failover count as unknown outcomes),
+// and every lock token must be above every token acknowledged before it,
+// across the new leader's election.
+func TestLeaderKillDuringWorkload(t *testing.T) {
+	c := natstest.New(t, natstest.Config{Nodes: 3})
+	_, js := natstest.Connect(t, c.URLs())
+	bucket := natstest.Bucket(t, js, 3)
+	store, backend := newStore(t, js, bucket), newBackend(t, js, bucket)
+
+	stop := make(chan struct{})
+	var progress atomic.Int64
+	var wg sync.WaitGroup
+	var linErr error
+	var maxTok fence.Token
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		maxTok, _ = lockWorkload(t, backend, "leader-kill", stop, &progress)
+	}()
+	go func() {
+		defer wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		linErr = fencetest.CheckLinearizable(ctx, store, fencetest.Namespace(), &fencetest.LinearizableOptions{Workers: 4, Ops: 60})
+	}()
+	waitProgress(t, &progress, 5)
+	leader := streamLeader(t, js, bucket)
+	var killed *natstest.Node
+	for _, n := range c.Nodes {
+		if n.Name == leader {
+			killed = n
+		}
+	}
+	if killed == nil {
+		t.Fatalf("leader %q is none of the cluster's nodes", leader)
+	}
+	start := time.Now()
+	killed.Kill()
+	before := progress.Load()
+	waitProgress(t, &progress, before+5) // the lock works again under a new leader
+	t.Logf("lock back after %v", time.Since(start))
+	if err := killed.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitProgress(t, &progress, progress.Load()+5)
+	t.Logf("restarted node back after %v", time.Since(start))
+	close(stop)
+	wg.Wait()
+	t.Logf("workloads done after %v", time.Since(start))
+	if linErr != nil {
+		t.Fatalf("Store history across the leader kill: %v", linErr)
+	}
+	owner := testkit.Owner(t)
+	tok, err := backend.Acquire(testkit.Context(t), "leader-kill", owner, 10*time.Second)
+	if err != nil || tok <= maxTok {
+		t.Fatalf("Acquire after the workload = %d, %v; want a token above %d", tok, err, maxTok)
+	}
+	t.Logf("leader %s killed; %d acquisitions, largest token %d", leader, progress.Load(), maxTok)
+}
+
+// waitProgress waits until progress reaches n, failing t after 60s.
+func waitProgress(t *testing.T, progress *atomic.Int64, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for progress.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("workload stuck at %d acquisitions, want %d", progress.Load(), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestCrashEveryNode kills (-9) every node of a three-node cluster at once
+// while a lock is taken and released in a loop and a Store key is written
+// with rising tokens, restarts them all, and checks what survived: no token
+// acknowledged before the crash is issued again, and the Store's fence is
+// at least the last acknowledged write's token. It runs with JetStream's
+// default sync_interval (fsync every two minutes) and with
+// sync_interval: always. A kill -9 loses a process, not the operating
+// system's page cache, so it does not reach the window that an unsynced
+// write has under a power loss or a kernel crash (docs/nats.md).
+func TestCrashEveryNode(t *testing.T) {
+	for _, sc := range []struct {
+		name   string
+		always bool
+	}{{"DefaultSync", false}, {"SyncAlways", true}} {
+		t.Run(sc.name, func(t *testing.T) {
+			c := natstest.New(t, natstest.Config{Nodes: 3, SyncAlways: sc.always})
+			_, js := natstest.Connect(t, c.URLs())
+			bucket := natstest.Bucket(t, js, 3)
+			store, backend := newStore(t, js, bucket), newBackend(t, js, bucket)
+
+			stop := make(chan struct{})
+			var progress atomic.Int64
+			var maxTok fence.Token
+			var maxPut atomic.Int64
+			var wg sync.WaitGroup
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				maxTok, _ = lockWorkload(t, backend, "crash", stop, &progress)
+			}()
+			go func() {
+				defer wg.Done()
+				for tok := fence.Token(1); ; tok++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+					if store.Put(ctx, "k", tok, []byte("v")) == nil {
+						maxPut.Store(int64(tok))
+					}
+					cancel()
+				}
+			}()
+			waitProgress(t, &progress, 20)
+			var kill sync.WaitGroup
+			for _, n := range c.Nodes {
+				kill.Add(1)
+				go func() { defer kill.Done(); n.Kill() }()
+			}
+			kill.Wait()
+			close(stop)
+			wg.Wait()
+			for _, n := range c.Nodes {
+				if err := n.Restart(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.WaitReady(60 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			streamLeader(t, js, bucket)
+
+			ctx := testkit.Context(t)
+			var tok fence.Token
+			var err error
+			for deadline := time.Now().Add(30 * time.Second); ; {
+				tok, err = backend.Acquire(ctx, "crash", testkit.Owner(t), 10*time.Second)
+				if err == nil || time.Now().After(deadline) || !lock.Retryable(err) {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if err != nil {
+				t.Fatalf("Acquire after the restart: %v", err)
+			}
+			if tok <= maxTok {
+				t.Errorf("token %d after the crash, but %d was acknowledged before it: a token was issued again", tok, maxTok)
+			}
+			rec, err := store.Get(ctx, "k")
+			if err != nil {
+				t.Fatalf("Get after the restart: %v", err)
+			}
+			if int64(rec.Fence) < maxPut.Load() {
+				t.Errorf("fence %d after the crash, but a Put with token %d was acknowledged: an acknowledged write was lost", rec.Fence, maxPut.Load())
+			}
+			t.Logf("%d acquisitions before the crash, largest token %d, token after %d; last acknowledged Put %d, fence after %d",
+				progress.Load(), maxTok, tok, maxPut.Load(), rec.Fence)
+		})
+	}
+}
+
+// TestNoQuorumFailsTransient: with two of three nodes down the bucket's
+// stream has no leader, and JetStream answers a request to it with silence,
+// not an error. A call with a long deadline must still come back after
+// about RequestTimeout with an error that lock.Client retries, instead of
+// waiting for its context to end.
+func TestNoQuorumFailsTransient(t *testing.T) {
+	c := natstest.New(t, natstest.Config{Nodes: 3})
+	_, js := natstest.Connect(t, c.URLs()[:1])
+	bucket := natstest.Bucket(t, js, 3)
+	store, backend := newStore(t, js, bucket), newBackend(t, js, bucket)
+	c.Nodes[1].Kill()
+	c.Nodes[2].Kill()
+	for _, call := range []struct {
+		name string
+		do   func(ctx context.Context) error
+	}{
+		{"Put", func(ctx context.Context) error { return store.Put(ctx, "k", 1, []byte("v")) }},
+		{"Acquire", func(ctx context.Context) error {
+			_, err := backend.Acquire(ctx, "l", testkit.Owner(t), time.Second)
+			return err
+		}},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		start := time.Now()
+		err := call.do(ctx)
+		took := time.Since(start)
+		ended := ctx.Err()
+		cancel()
+		if err == nil || !lock.Retryable(err) || ended != nil {
+			t.Errorf("%s without a quorum: %v after %v; want a retryable error before the context ends", call.name, err, took)
+		}
+		if took > fencenats.RequestTimeout+5*time.Second {
+			t.Errorf("%s without a quorum took %v, want about %v", call.name, took, fencenats.RequestTimeout)
+		}
+	}
+}
