@@ -78,6 +78,7 @@ func lockWorkload(t *testing.T, b lock.Backend, name string, stop <-chan struct{
 // and every lock token must be above every token acknowledged before it,
 // across the new leader's election.
 func TestLeaderKillDuringWorkload(t *testing.T) {
+	t.Parallel() // a cluster of its own; mostly waiting for elections
 	c := natstest.New(t, natstest.Config{Nodes: 3})
 	_, js := natstest.Connect(t, c.URLs())
 	bucket := natstest.Bucket(t, js, 3)
@@ -156,11 +157,13 @@ func waitProgress(t *testing.T, progress *atomic.Int64, n int64) {
 // system's page cache, so it does not reach the window that an unsynced
 // write has under a power loss or a kernel crash (docs/nats.md).
 func TestCrashEveryNode(t *testing.T) {
+	t.Parallel() // a cluster of its own; mostly waiting for elections
 	for _, sc := range []struct {
 		name   string
 		always bool
 	}{{"DefaultSync", false}, {"SyncAlways", true}} {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			c := natstest.New(t, natstest.Config{Nodes: 3, SyncAlways: sc.always})
 			_, js := natstest.Connect(t, c.URLs())
 			bucket := natstest.Bucket(t, js, 3)
@@ -245,6 +248,7 @@ func TestCrashEveryNode(t *testing.T) {
 // about RequestTimeout with an error that lock.Client retries, instead of
 // waiting for its context to end.
 func TestNoQuorumFailsTransient(t *testing.T) {
+	t.Parallel() // a cluster of its own; mostly waiting for elections
 	c := natstest.New(t, natstest.Config{Nodes: 3})
 	_, js := natstest.Connect(t, c.URLs()[:1])
 	bucket := natstest.Bucket(t, js, 3)
