@@ -79,13 +79,30 @@ func lockWorkload(t *testing.T, b lock.Backend, name string, stop <-chan struct{
 // across the new leader's election.
 func TestLeaderKillDuringWorkload(t *testing.T) {
 	t.Parallel() // a cluster of its own; mostly waiting for elections
+	leaderFaultDuringWorkload(t, "killed", func(n *natstest.Node) error { n.Kill(); return nil }, (*natstest.Node).Restart)
+}
+
+// TestLeaderPauseDuringWorkload freezes (SIGSTOP) the leader of an R3
+// bucket's stream during the same workloads, until the others have elected
+// a new leader and the lock works again, then lets it run (SIGCONT): for a
+// moment it still believes it leads, as a leader cut off by a partition
+// does. The Store's history must stay linearizable and the tokens rising.
+func TestLeaderPauseDuringWorkload(t *testing.T) {
+	t.Parallel()
+	leaderFaultDuringWorkload(t, "paused", (*natstest.Node).Pause, (*natstest.Node).Resume)
+}
+
+// leaderFaultDuringWorkload runs the workloads, applies fault to the
+// stream's leader, waits until the lock works again, heals it, waits for
+// more progress, and checks the outcome.
+func leaderFaultDuringWorkload(t *testing.T, what string, fault, heal func(*natstest.Node) error) {
 	c := natstest.New(t, natstest.Config{Nodes: 3})
 	_, js := natstest.Connect(t, c.URLs())
 	bucket := natstest.Bucket(t, js, 3)
 	store, backend := newStore(t, js, bucket), newBackend(t, js, bucket)
 
 	stop := make(chan struct{})
-	var progress atomic.Int64
+	var progress, histories atomic.Int64
 	var wg sync.WaitGroup
 	var linErr error
 	var maxTok fence.Token
@@ -96,9 +113,20 @@ func TestLeaderKillDuringWorkload(t *testing.T) {
 	}()
 	go func() {
 		defer wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		linErr = fencetest.CheckLinearizable(ctx, store, fencetest.Namespace(), &fencetest.LinearizableOptions{Workers: 4, Ops: 60})
+		// One history takes a fraction of a second on a healthy
+		// cluster: check one after the other, on fresh keys, until the
+		// fault has come and gone.
+		for linErr == nil {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			linErr = fencetest.CheckLinearizable(ctx, store, fencetest.Namespace(), &fencetest.LinearizableOptions{Workers: 4, Ops: 30})
+			cancel()
+			histories.Add(1)
+		}
 	}()
 	waitProgress(t, &progress, 5)
 	leader := streamLeader(t, js, bucket)
@@ -112,15 +140,20 @@ func TestLeaderKillDuringWorkload(t *testing.T) {
 		t.Fatalf("leader %q is none of the cluster's nodes", leader)
 	}
 	start := time.Now()
-	killed.Kill()
+	if err := fault(killed); err != nil {
+		t.Fatal(err)
+	}
 	before := progress.Load()
 	waitProgress(t, &progress, before+5) // the lock works again under a new leader
 	t.Logf("lock back after %v", time.Since(start))
-	if err := killed.Restart(); err != nil {
+	if err := heal(killed); err != nil {
 		t.Fatal(err)
 	}
 	waitProgress(t, &progress, progress.Load()+5)
-	t.Logf("restarted node back after %v", time.Since(start))
+	// Two whole Store histories after the heal, while the healed node
+	// finds out where it stands.
+	waitProgress(t, &histories, histories.Load()+2)
+	t.Logf("healed node back after %v", time.Since(start))
 	close(stop)
 	wg.Wait()
 	t.Logf("workloads done after %v", time.Since(start))
@@ -132,7 +165,7 @@ func TestLeaderKillDuringWorkload(t *testing.T) {
 	if err != nil || tok <= maxTok {
 		t.Fatalf("Acquire after the workload = %d, %v; want a token above %d", tok, err, maxTok)
 	}
-	t.Logf("leader %s killed; %d acquisitions, largest token %d", leader, progress.Load(), maxTok)
+	t.Logf("leader %s %s; %d acquisitions, largest token %d; %d Store histories checked", leader, what, progress.Load(), maxTok, histories.Load())
 }
 
 // waitProgress waits until progress reaches n, failing t after 60s.

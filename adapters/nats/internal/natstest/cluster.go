@@ -172,6 +172,22 @@ func (n *Node) signal(sig syscall.Signal) {
 	}
 }
 
+// Pause freezes the node's process (SIGSTOP), as a stalled VM or a long GC
+// pause would: its connections stay open but it answers nothing.
+func (n *Node) Pause() error { return n.sendSignal(syscall.SIGSTOP) }
+
+// Resume lets a paused node run again (SIGCONT).
+func (n *Node) Resume() error { return n.sendSignal(syscall.SIGCONT) }
+
+func (n *Node) sendSignal(sig syscall.Signal) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return fmt.Errorf("natstest: %s is not running", n.Name)
+	}
+	return n.cmd.Process.Signal(sig)
+}
+
 // Restart starts a stopped or killed node again, on its data directory.
 func (n *Node) Restart() error { return n.start() }
 
