@@ -3,6 +3,7 @@ package nats
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	natsgo "github.com/nats-io/nats.go"
 )
@@ -36,7 +37,8 @@ func untilConnLost(ctx context.Context, conn *natsgo.Conn, fn func(context.Conte
 	conn.RemoveStatusListener(ch)
 	<-done
 	if err != nil && errors.Is(context.Cause(ctx), errConnLost) {
-		return errors.Join(errConnLost, err)
+		// Not wrapped: the inner cancellation is not the caller's.
+		return fmt.Errorf("%w (%v)", errConnLost, err)
 	}
 	return err
 }
