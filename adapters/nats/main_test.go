@@ -12,8 +12,12 @@ import (
 	"github.com/fencekit/fencekit/internal/testkit"
 )
 
-// TestMain stops the servers the package's tests shared when they are done.
+// TestMain builds the nats-server binary first (a cold build takes minutes,
+// which done here does not count against a test's time; a failed build is
+// reported by the tests that need a server), and stops the servers the
+// package's tests shared when they are done.
 func TestMain(m *testing.M) {
+	natstest.BuildFirst()
 	code := m.Run()
 	natstest.StopShared()
 	os.Exit(code)

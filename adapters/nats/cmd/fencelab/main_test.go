@@ -20,6 +20,7 @@ func TestMain(m *testing.M) {
 	if args, ok := os.LookupEnv(argsEnv); ok {
 		os.Exit(lab.Main(strings.Split(args, "\x1f")))
 	}
+	natstest.BuildFirst()
 	code := m.Run()
 	natstest.StopShared()
 	os.Exit(code)

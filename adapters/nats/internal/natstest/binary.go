@@ -77,3 +77,12 @@ func buildBinary() (string, error) {
 	}
 	return bin, nil
 }
+
+// BuildFirst makes sure the binary is built, and says so on stderr when
+// that took a while. Call it from TestMain before m.Run.
+func BuildFirst() {
+	start := time.Now()
+	if _, err := Binary(); err == nil && time.Since(start) > time.Second {
+		fmt.Fprintf(os.Stderr, "natstest: built nats-server %s in %v\n", Version, time.Since(start).Round(time.Second))
+	}
+}
