@@ -320,8 +320,12 @@ func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
 func (b *Backend) serverNow(ctx context.Context) (time.Time, error) {
 	ctx, cancel := b.b.withTimeout(ctx)
 	defer cancel()
-	s, err := b.b.js.Stream(ctx, b.b.stream)
-	if err != nil {
+	var s jetstream.Stream
+	err := untilConnLost(ctx, b.b.js.Conn(), func(ctx context.Context) (err error) {
+		s, err = b.b.js.Stream(ctx, b.b.stream)
+		return err
+	})
+	if err = noReply(ctx, err); err != nil {
 		return time.Time{}, err
 	}
 	if ts := s.CachedInfo().TimeStamp; !ts.IsZero() {

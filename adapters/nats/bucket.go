@@ -46,7 +46,6 @@ var errNoReply = errors.New("no reply from the server within " + RequestTimeout.
 // stream, leader reads of a key's last message, and conditional writes.
 type bucket struct {
 	js      jetstream.JetStream
-	name    string
 	stream  string // KV_<name>
 	subject string // $KV.<name>.
 	api     string // the JetStream API prefix, $JS.API. by default
@@ -65,16 +64,17 @@ func openBucket(ctx context.Context, js jetstream.JetStream, name, prefix string
 	if name == "" || strings.ContainsAny(name, ". *>\t\r\n") {
 		return nil, nil, fmt.Errorf("%w: invalid bucket name %q", ErrBucketConfig, name)
 	}
-	b := &bucket{js: js, name: name, stream: "KV_" + name, subject: "$KV." + name + ".", api: js.Options().APIPrefix, prefix: p}
+	b := &bucket{js: js, stream: "KV_" + name, subject: "$KV." + name + ".", api: js.Options().APIPrefix, prefix: p}
 	if b.api == "" {
 		b.api = jetstream.DefaultAPIPrefix
 	}
 	if !strings.HasSuffix(b.api, ".") {
 		b.api += "."
 	}
-	ctx, cancel := b.withTimeout(ctx)
+	sctx, cancel := b.withTimeout(ctx)
 	defer cancel()
-	s, err := js.Stream(ctx, b.stream)
+	s, err := js.Stream(sctx, b.stream)
+	err = noReply(sctx, err)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, nil, fmt.Errorf("%w: bucket %q does not exist", ErrBucketConfig, name)
 	}
