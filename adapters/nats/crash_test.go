@@ -341,3 +341,74 @@ func TestNoQuorumFailsTransient(t *testing.T) {
 		}
 	}
 }
+
+// TestTokensAfterEmptyStreamRestart: when every lease has ended, the
+// bucket's stream may hold no message at all (released names' markers
+// expire too), and its last sequence, the floor of every next token, is
+// then kept only in the stream's state. After a clean stop and after a
+// kill -9 of the server with the stream empty, the next token must still
+// be above every earlier one.
+func TestTokensAfterEmptyStreamRestart(t *testing.T) {
+	t.Parallel()
+	for _, crash := range []bool{false, true} {
+		c := natstest.New(t, natstest.Config{Nodes: 1})
+		_, js := natstest.Connect(t, c.URLs())
+		bucket := natstest.Bucket(t, js, 1)
+		b := newBackend(t, js, bucket)
+		ctx := testkit.Context(t)
+		var last fence.Token
+		for i := 0; i < 3; i++ {
+			owner := testkit.Owner(t)
+			tok, err := b.Acquire(ctx, "empty", owner, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			last = tok
+			if err := b.Release(ctx, "empty", owner); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Wait until the release markers and the server's limit markers
+		// have expired: the stream is empty.
+		for deadline := time.Now().Add(15 * time.Second); ; {
+			s, err := js.Stream(ctx, "KV_"+bucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := s.CachedInfo().State; st.Msgs == 0 {
+				t.Logf("stream empty, last sequence %d", st.LastSeq)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("stream not empty 15s after the last release")
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if crash {
+			c.Nodes[0].Kill()
+		} else {
+			c.Nodes[0].Stop()
+		}
+		if err := c.Nodes[0].Restart(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WaitReady(30 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		var tok fence.Token
+		var err error
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			tok, err = b.Acquire(ctx, "empty", testkit.Owner(t), time.Second)
+			if err == nil || !lock.Retryable(err) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("Acquire after the restart (kill -9: %v): %v", crash, err)
+		}
+		if tok <= last {
+			t.Errorf("kill -9: %v: token %d after the restart of an empty stream, but %d was issued before: a token was issued again", crash, tok, last)
+		}
+	}
+}
