@@ -58,7 +58,8 @@ type BackendOptions struct {
 // the server refuses a write that something else overtook; the call then
 // reads again. It is safe for concurrent use.
 type Backend struct {
-	b *bucket
+	b     *bucket
+	cache leaseCache
 }
 
 // NewBackend returns a Backend that keeps its leases in the KV bucket named
@@ -182,8 +183,8 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 		return 0, err
 	}
 	k := b.Key(name)
-	for {
-		cur, l, err := b.readLease(ctx, k)
+	for attempt := 0; ; attempt++ {
+		cur, l, err := b.lookup(ctx, k, owner, attempt)
 		if err != nil {
 			return 0, opError(ctx, "acquire", name, err)
 		}
@@ -195,10 +196,12 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 			}
 			seq, err := b.b.write(ctx, k, after, nil, leaseData(owner, md), keyTTL(ttl))
 			if err == nil {
-				if tok := fence.Token(seq); tok.Valid() {
-					return tok, nil
+				tok := fence.Token(seq)
+				if !tok.Valid() {
+					return 0, fmt.Errorf("fencekit/nats: acquire %q: revision %d exceeds the largest token", name, seq)
 				}
-				return 0, fmt.Errorf("fencekit/nats: acquire %q: revision %d exceeds the largest token", name, seq)
+				b.cache.put(k, lease{seq: seq, owner: owner, metadata: md, token: tok})
+				return tok, nil
 			}
 			if !isConflict(err) || ctx.Err() != nil {
 				return 0, opError(ctx, "acquire", name, err)
@@ -206,17 +209,40 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 		case l.owner != owner:
 			return 0, &lock.HeldError{Name: name}
 		default:
-			_, err := b.b.write(ctx, k, l.seq, renewal(l.token), leaseData(owner, md), keyTTL(ttl))
+			seq, err := b.b.write(ctx, k, l.seq, renewal(l.token), leaseData(owner, md), keyTTL(ttl))
 			if err == nil {
+				b.cache.put(k, lease{seq: seq, owner: owner, metadata: md, token: l.token})
 				return l.token, nil
 			}
 			if !isConflict(err) || ctx.Err() != nil {
+				b.cache.drop(k)
 				return 0, opError(ctx, "acquire", name, err)
 			}
 		}
 		// The entry changed between the read and the write (nothing was
 		// written): decide again on what is there now.
 	}
+}
+
+// lookup returns owner's lease on key as this Backend last wrote or read
+// it, on a first attempt when it has one (no round trip), and otherwise
+// reads the key's last message from the stream's leader (see readLease).
+// A write that expects the returned lease's revision fails as a conflict
+// if the key changed since, and the next attempt reads.
+func (b *Backend) lookup(ctx context.Context, key, owner string, attempt int) (*record, *lease, error) {
+	if attempt == 0 {
+		if l, ok := b.cache.get(key, owner); ok {
+			return nil, &l, nil
+		}
+	}
+	cur, l, err := b.readLease(ctx, key)
+	switch {
+	case err != nil || l == nil:
+		b.cache.drop(key)
+	default:
+		b.cache.put(key, *l)
+	}
+	return cur, l, err
 }
 
 // Extend renews owner's lease on name to ttl (rounded up to whole seconds)
@@ -234,19 +260,21 @@ func (b *Backend) Extend(ctx context.Context, name, owner string, ttl time.Durat
 		return err
 	}
 	k := b.Key(name)
-	for {
-		_, l, err := b.readLease(ctx, k)
+	for attempt := 0; ; attempt++ {
+		_, l, err := b.lookup(ctx, k, owner, attempt)
 		if err != nil {
 			return opError(ctx, "extend", name, err)
 		}
 		if l == nil || l.owner != owner {
 			return notHeld(name)
 		}
-		_, err = b.b.write(ctx, k, l.seq, renewal(l.token), leaseData(owner, l.metadata), keyTTL(ttl))
+		seq, err := b.b.write(ctx, k, l.seq, renewal(l.token), leaseData(owner, l.metadata), keyTTL(ttl))
 		if err == nil {
+			b.cache.put(k, lease{seq: seq, owner: owner, metadata: l.metadata, token: l.token})
 			return nil
 		}
 		if !isConflict(err) || ctx.Err() != nil {
+			b.cache.drop(k)
 			return opError(ctx, "extend", name, err)
 		}
 	}
@@ -264,8 +292,8 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 		return err
 	}
 	k := b.Key(name)
-	for {
-		_, l, err := b.readLease(ctx, k)
+	for attempt := 0; ; attempt++ {
+		_, l, err := b.lookup(ctx, k, owner, attempt)
 		if err != nil {
 			return opError(ctx, "release", name, err)
 		}
@@ -273,6 +301,7 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 			return notHeld(name)
 		}
 		_, err = b.b.write(ctx, k, l.seq, natsgo.Header{kvOpHeader: []string{"DEL"}}, nil, releaseMarkerTTL)
+		b.cache.drop(k) // released, unknown, or to be read again
 		if err == nil {
 			return nil
 		}

@@ -8,6 +8,7 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	fencenats "github.com/fencekit/fencekit/adapters/nats"
 	"github.com/fencekit/fencekit/adapters/nats/internal/natstest"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
@@ -115,13 +116,23 @@ func BenchmarkKVCreateDelete(b *testing.B) {
 }
 
 // TestRoundTrips pins the round trips of each uncontended call, as the
-// documentation states them: one for Get, two (a leader read, then the
-// conditional write) for every write, two for Inspect (a read and a stream
-// info for the server's clock).
+// documentation states them: one for Get; two (a leader read, then the
+// conditional write) for every Store write and for a Backend call on a lease
+// it has not seen; one (the conditional write alone) for Extend, Release and
+// a same-owner Acquire of a lease the same Backend took or renewed last;
+// two for Inspect (a read and a stream info for the server's clock).
 func TestRoundTrips(t *testing.T) {
 	nc, js := natstest.Connect(t, natstest.Single(t).URLs())
 	bucket := natstest.Bucket(t, js, 1)
-	s, b := newStore(t, js, bucket), newBackend(t, js, bucket)
+	s := newStore(t, js, bucket)
+	b, err := fencenats.NewBackend(testkit.Context(t), js, bucket, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := fencenats.NewBackend(testkit.Context(t), js, bucket, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := testkit.Context(t)
 	owner := testkit.Owner(t)
 	for _, c := range []struct {
@@ -135,10 +146,15 @@ func TestRoundTrips(t *testing.T) {
 		{"Get", 1, func() error { _, err := s.Get(ctx, "k"); return err }},
 		{"Delete", 2, func() error { return s.Delete(ctx, "k", 2) }},
 		{"Acquire", 2, func() error { _, err := b.Acquire(ctx, "l", owner, benchTTL); return err }},
-		{"Acquire again (same owner)", 2, func() error { _, err := b.Acquire(ctx, "l", owner, benchTTL); return err }},
-		{"Extend", 2, func() error { return b.Extend(ctx, "l", owner, benchTTL) }},
+		{"Acquire again (same owner)", 1, func() error { _, err := b.Acquire(ctx, "l", owner, benchTTL); return err }},
+		{"Extend", 1, func() error { return b.Extend(ctx, "l", owner, benchTTL) }},
 		{"Inspect", 2, func() error { _, err := b.Inspect(ctx, "l"); return err }},
-		{"Release", 2, func() error { return b.Release(ctx, "l", owner) }},
+		{"Release", 1, func() error { return b.Release(ctx, "l", owner) }},
+		// Another Backend on the same bucket knows nothing of the lease:
+		// it reads first.
+		{"Acquire (new Backend)", 2, func() error { _, err := b2.Acquire(ctx, "m", owner, benchTTL); return err }},
+		{"Extend (other Backend)", 2, func() error { return b.Extend(ctx, "m", owner, benchTTL) }},
+		{"Release (after that Extend)", 1, func() error { return b.Release(ctx, "m", owner) }},
 	} {
 		before := requests(nc)
 		if err := c.call(); err != nil {

@@ -66,7 +66,7 @@ func TestFaultKits(t *testing.T) {
 			return b
 		}
 		checks := faultChecks(locktest.FaultChecks(), func(c locktest.FaultCheck) string { return c.Name },
-			[]string{"ReleaseLostReplyNotResent", "AcquireCutMidCallRetryable", "DelayPastDeadline"})
+			[]string{"ReleaseLostReplyNotResent", "ExtendLostReplyRetried", "AcquireCutMidCallRetryable", "DelayPastDeadline"})
 		faultkit.RunEach(t, node.Addr(), locktest.FaultTimeout, names(checks, func(c locktest.FaultCheck) string { return c.Name }),
 			func(t *testing.T, p *faultproxy.Proxy, plain faultproxy.DialFunc) locktest.FaultEnv {
 				return locktest.FaultEnv{Backend: newBackend(t, p.Dial), Proxy: p, Other: newBackend(t, plain), NS: locktest.Namespace()}
@@ -86,10 +86,12 @@ func TestFaultKits(t *testing.T) {
 // would land is never sent and there is no lost reply to observe.
 // JetStream cannot compare a header's value on the server, so a fenced
 // write cannot be one request. For the same reason, for the Backend:
-// AcquireLostReplyRetriedSameToken and ExtendLostReplyRetried. A
-// same-owner retry after an Acquire that landed is the conformance check
-// SameOwnerReacquireKeepsToken; the linearizability check interrupts
-// writes at random moments, lost replies included.
+// AcquireLostReplyRetriedSameToken (an Acquire of a name the Backend has
+// not seen reads first). A same-owner retry after an Acquire that landed is
+// the conformance check SameOwnerReacquireKeepsToken; the linearizability
+// check interrupts writes at random moments, lost replies included.
+// Release and Extend of a lease the Backend took are one request (its
+// lease cache), so their lost-reply checks run.
 func faultChecks[C any](all []C, name func(C) string, keep []string) []C {
 	var out []C
 	for _, k := range keep {
