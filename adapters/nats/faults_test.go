@@ -29,18 +29,27 @@ func (d dialer) Dial(network, addr string) (net.Conn, error) {
 // default options otherwise.
 func dialJS(t *testing.T, url string, dial faultproxy.DialFunc) jetstream.JetStream {
 	t.Helper()
-	_, js := natstest.Connect(t, []string{url}, natsgo.SetCustomDialer(dialer(dial)))
+	// The client keeps to the proxied server, ignoring the others a
+	// cluster tells it about, so that every fault reaches it.
+	_, js := natstest.Connect(t, []string{url}, natsgo.SetCustomDialer(dialer(dial)), natsgo.IgnoreDiscoveredServers())
 	return js
 }
 
 // TestFaultKits runs the network fault kits with the fault proxy between
-// the client and the shared single node: the checks that fit a Store and a
+// the client and one server, on the shared single node and on the shared
+// three-node cluster with an R3 bucket: the checks that fit a Store and a
 // Backend whose writes are a read followed by a conditional write (see
 // faultChecks).
 func TestFaultKits(t *testing.T) {
-	node := natstest.Single(t).Nodes[0]
+	for _, top := range topologies {
+		t.Run(top.name, func(t *testing.T) { runFaultKits(t, top) })
+	}
+}
+
+func runFaultKits(t *testing.T, top topology) {
+	node := top.cluster(t).Nodes[0]
 	_, js := natstest.Connect(t, []string{node.URL()})
-	bucket := natstest.Bucket(t, js, 1)
+	bucket := natstest.Bucket(t, js, top.replicas)
 	t.Run("Store", func(t *testing.T) {
 		newStore := func(t *testing.T, dial faultproxy.DialFunc) fence.Store {
 			s, err := fencenats.NewStore(t.Context(), dialJS(t, node.URL(), dial), bucket, &fencenats.StoreOptions{Prefix: "faults_store"})
