@@ -211,7 +211,8 @@ func TestContendedWritesR3(t *testing.T) {
 // per-message TTLs (created without LimitMarkerTTL) cannot expire a lease
 // on the server, so the constructor refuses it with ErrNoKeyTTL rather than
 // judge expiry by a client clock. A bucket with a TTL of its own is refused
-// by both constructors (ErrBucketConfig), as is a missing bucket.
+// by both constructors (ErrBucketConfig), as is one with a size limit that
+// discards old messages, and a missing bucket.
 func TestNewBackendRefusesWithoutKeyTTL(t *testing.T) {
 	_, js := natstest.Connect(t, natstest.Single(t).URLs())
 	ctx := testkit.Context(t)
@@ -236,6 +237,22 @@ func TestNewBackendRefusesWithoutKeyTTL(t *testing.T) {
 	}
 	if _, err := fencenats.NewStore(ctx, js, aged, nil); !errors.Is(err, fencenats.ErrBucketConfig) {
 		t.Fatalf("NewStore on a bucket with a TTL: %v, want ErrBucketConfig", err)
+	}
+	// A bucket's stream made by hand with a size limit that discards old
+	// messages would drop other keys' leases and fences when full.
+	limited := "fk_limited_" + testkit.Namespace(t)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: "KV_" + limited, Subjects: []string{"$KV." + limited + ".>"},
+		MaxMsgs: 100, Discard: jetstream.DiscardOld, MaxMsgsPerSubject: 1, AllowMsgTTL: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), "KV_"+limited) })
+	if _, err := fencenats.NewBackend(ctx, js, limited, nil); !errors.Is(err, fencenats.ErrBucketConfig) {
+		t.Fatalf("NewBackend on a bucket that discards old messages when full: %v, want ErrBucketConfig", err)
+	}
+	if _, err := fencenats.NewStore(ctx, js, limited, nil); !errors.Is(err, fencenats.ErrBucketConfig) {
+		t.Fatalf("NewStore on a bucket that discards old messages when full: %v, want ErrBucketConfig", err)
 	}
 	if _, err := fencenats.NewStore(ctx, js, "fk_missing_"+testkit.Namespace(t), nil); !errors.Is(err, fencenats.ErrBucketConfig) {
 		t.Fatalf("NewStore on a missing bucket: %v, want ErrBucketConfig", err)
