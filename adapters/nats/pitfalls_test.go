@@ -12,6 +12,7 @@ import (
 	fencenats "github.com/fencekit/fencekit/adapters/nats"
 	"github.com/fencekit/fencekit/adapters/nats/internal/natstest"
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/fence/fencetest"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
 )
@@ -264,7 +265,8 @@ func TestNewBackendRefusesWithoutKeyTTL(t *testing.T) {
 
 // TestNewBackendRefusesOldServer starts the nats-server found in PATH when
 // it is older than 2.11 (this machine's is 2.9.10), which has no per-key
-// TTL: NewBackend must refuse with ErrNoKeyTTL. Without such a binary the
+// TTL: NewBackend must refuse with ErrNoKeyTTL, and the Store must pass
+// its suite. Without such a binary the
 // test is skipped; the version rule itself is TestServerHasKeyTTL's.
 func TestNewBackendRefusesOldServer(t *testing.T) {
 	old, ok := natstest.OldServer(t)
@@ -282,4 +284,7 @@ func TestNewBackendRefusesOldServer(t *testing.T) {
 		t.Fatalf("NewBackend on %s: %v, want ErrNoKeyTTL", js.Conn().ConnectedServerVersion(), err)
 	}
 	t.Logf("refused: %v", err)
+	// The Store needs no per-key TTL: it passes its suite on the old
+	// server too.
+	fencetest.Run(t, func(t *testing.T) fence.Store { return newStore(t, js, name) })
 }

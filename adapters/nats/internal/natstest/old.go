@@ -38,7 +38,7 @@ func OldServer(t testing.TB) (url string, ok bool) {
 	}
 	dir := t.TempDir()
 	n := &Node{Name: "old", Port: ports[0], bin: bin, log: dir + "/old.log", conf: dir + "/old.conf"}
-	conf := fmt.Sprintf("listen: \"127.0.0.1:%d\"\njetstream { store_dir: %q }\n", n.Port, dir+"/data")
+	conf := fmt.Sprintf("listen: \"127.0.0.1:%d\"\nmax_payload: 2MB\njetstream { store_dir: %q }\n", n.Port, dir+"/data")
 	if err := writeFile(n.conf, conf); err != nil {
 		t.Fatal(err)
 	}
