@@ -1,0 +1,381 @@
+package nats
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock"
+)
+
+var _ lock.Backend = (*Backend)(nil)
+
+// Granularity is the unit in which nats-server counts a per-message TTL:
+// whole seconds (it truncates anything finer, and refuses less than one).
+// A Backend rounds every TTL up to it, so a lease never ends before the TTL
+// its caller asked for; it may last up to one Granularity longer, plus the
+// server's expiry sweep.
+const Granularity = time.Second
+
+// releaseMarkerTTL is how long the KV delete marker that a Release leaves
+// lives before the server removes it, so that lock names used once do not
+// leave a marker each behind for ever. Nothing depends on the marker: the
+// next token comes from the stream's sequence, which never goes back.
+const releaseMarkerTTL = time.Second
+
+// BackendOptions configures a Backend. The zero value (or nil) means the
+// defaults.
+type BackendOptions struct {
+	// Prefix starts every key: KV key tokens joined by '.', DefaultPrefix
+	// when empty. The lease on lock n is the KV key
+	// "<prefix>.lock.<base64url(n)>".
+	Prefix string
+}
+
+// Backend is a lock.Backend on a JetStream KV bucket. A lease is one KV
+// entry: its data is the owner (and the holder metadata), and every message
+// that takes or renews it carries a per-message TTL (the Nats-TTL header,
+// whole seconds), so the server removes the entry when the lease ends,
+// whatever happens to the client: expiry is judged by the server's clock,
+// never a client's.
+//
+// The token is the stream sequence of the message that took the lock: the
+// revision the entry got when it was created. Sequences are issued by the
+// stream's leader, one per message in the whole bucket, and only grow, so a
+// lock's new token is above every revision issued before in the bucket, its
+// own earlier tokens included. Renewals write new messages (new revisions)
+// that carry the token in a header.
+//
+// Every call reads the entry's last message from the stream's leader and
+// writes with the read revision as the subject's expected last sequence, so
+// the server refuses a write that something else overtook; the call then
+// reads again. It is safe for concurrent use.
+type Backend struct {
+	b     *bucket
+	cache leaseCache
+}
+
+// NewBackend returns a Backend that keeps its leases in the KV bucket named
+// bucket. The bucket must exist and allow per-key TTLs (created with
+// jetstream.KeyValueConfig.LimitMarkerTTL set, which needs nats-server 2.11
+// or later); otherwise the error matches ErrNoKeyTTL. It must have no
+// bucket TTL and no size limit with discard-old (ErrBucketConfig). opts may
+// be nil.
+func NewBackend(ctx context.Context, js jetstream.JetStream, bucket string, opts *BackendOptions) (*Backend, error) {
+	var o BackendOptions
+	if opts != nil {
+		o = *opts
+	}
+	if js != nil {
+		if v := js.Conn().ConnectedServerVersion(); v != "" && !serverHasKeyTTL(v) {
+			return nil, fmt.Errorf("%w: the server is nats-server %s", ErrNoKeyTTL, v)
+		}
+	}
+	b, cfg, err := openBucket(ctx, js, bucket, o.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.AllowMsgTTL {
+		return nil, fmt.Errorf("%w: bucket %q does not allow per-message TTLs", ErrNoKeyTTL, bucket)
+	}
+	return &Backend{b: b}, nil
+}
+
+// serverHasKeyTTL reports whether a nats-server of version v (as the server
+// reports it, "2.11.0", "2.12.1-RC.2") has per-message TTLs.
+func serverHasKeyTTL(v string) bool {
+	parts := strings.SplitN(strings.SplitN(v, "-", 2)[0], ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return major > 2 || major == 2 && minor >= 11
+}
+
+// Key is the KV key that holds the lease on name.
+func (b *Backend) Key(name string) string { return b.b.key("lock", name) }
+
+// TTLGranularity is Granularity: locktest judges the TTLs this Backend
+// reports and keeps against it.
+func (b *Backend) TTLGranularity() time.Duration { return Granularity }
+
+// keyTTL is ttl rounded up to whole seconds, the server's unit.
+func keyTTL(ttl time.Duration) time.Duration {
+	return (ttl + Granularity - 1) / Granularity * Granularity
+}
+
+// lease is a live lease as read from its entry's last message.
+type lease struct {
+	seq      uint64
+	owner    string
+	metadata string
+	token    fence.Token
+}
+
+// readLease reads name's entry: nil when the lock is free.
+func (b *Backend) readLease(ctx context.Context, key string) (*record, *lease, error) {
+	cur, err := b.b.last(ctx, key)
+	if err != nil || cur == nil || cur.removed() {
+		return cur, nil, err
+	}
+	owner, md, _ := bytes.Cut(cur.data, []byte{0})
+	l := &lease{seq: cur.seq, owner: string(owner), metadata: string(md), token: fence.Token(cur.seq)}
+	if v := cur.header.Get(tokenHeader); v != "" {
+		n, ok := parseToken(v)
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: revision %d has token %q", ErrMalformedRecord, cur.seq, v)
+		}
+		l.token = fence.Token(n)
+	}
+	if cur.header.Get(ttlHeader) == "" || len(owner) == 0 {
+		return nil, nil, fmt.Errorf("%w: revision %d is not a lease (no TTL or no owner)", ErrMalformedRecord, cur.seq)
+	}
+	if !l.token.Valid() {
+		return nil, nil, fmt.Errorf("%w: token %d is out of range", ErrMalformedRecord, l.token)
+	}
+	return cur, l, nil
+}
+
+// leaseData is a lease message's data: the owner, then NUL and the holder
+// metadata when there is any (neither may contain NUL).
+func leaseData(owner, md string) []byte {
+	if md == "" {
+		return []byte(owner)
+	}
+	return []byte(owner + "\x00" + md)
+}
+
+// renewal is the header of a message that renews a lease: the token it
+// keeps.
+func renewal(tok fence.Token) natsgo.Header {
+	return natsgo.Header{tokenHeader: []string{strconv.FormatInt(int64(tok), 10)}}
+}
+
+// Acquire takes name for owner and returns the revision of the message that
+// took it as the token, or, when owner already holds it, renews the lease
+// to ttl (rounded up to whole seconds) and returns the same token. When
+// another owner holds it, the error is a *lock.HeldError (with TTL 0:
+// working it out would cost a round trip on every refused attempt).
+//
+// It is two round trips when uncontended: a read of the entry on the
+// stream's leader, then a write that expects the read revision (0 when the
+// entry is absent; a delete or limit marker's revision when one is there,
+// which is where a plain KV Create would fail: nats-server#5162). The holder
+// metadata ctx carries (lock.ContextWithMetadata) is written with the lease,
+// replacing what a same-owner Acquire stored before.
+func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
+	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
+	if err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	k := b.Key(name)
+	for attempt := 0; ; attempt++ {
+		cur, l, err := b.lookup(ctx, k, owner, attempt)
+		if err != nil {
+			return 0, opError(ctx, "acquire", name, err)
+		}
+		switch {
+		case l == nil:
+			var after uint64
+			if cur != nil {
+				after = cur.seq
+			}
+			seq, err := b.b.write(ctx, k, after, nil, leaseData(owner, md), keyTTL(ttl))
+			if err == nil {
+				tok := fence.Token(seq)
+				if !tok.Valid() {
+					return 0, fmt.Errorf("fencekit/nats: acquire %q: revision %d exceeds the largest token", name, seq)
+				}
+				b.cache.put(k, lease{seq: seq, owner: owner, metadata: md, token: tok})
+				return tok, nil
+			}
+			if !isConflict(err) || ctx.Err() != nil {
+				return 0, opError(ctx, "acquire", name, err)
+			}
+		case l.owner != owner:
+			return 0, &lock.HeldError{Name: name}
+		default:
+			seq, err := b.b.write(ctx, k, l.seq, renewal(l.token), leaseData(owner, md), keyTTL(ttl))
+			if err == nil {
+				b.cache.put(k, lease{seq: seq, owner: owner, metadata: md, token: l.token})
+				return l.token, nil
+			}
+			if !isConflict(err) || ctx.Err() != nil {
+				b.cache.drop(k)
+				return 0, opError(ctx, "acquire", name, err)
+			}
+		}
+		// The entry changed between the read and the write (nothing was
+		// written): decide again on what is there now.
+	}
+}
+
+// lookup returns owner's lease on key as this Backend last wrote or read
+// it, on a first attempt when it has one (no round trip), and otherwise
+// reads the key's last message from the stream's leader (see readLease).
+// A write that expects the returned lease's revision fails as a conflict
+// if the key changed since, and the next attempt reads.
+func (b *Backend) lookup(ctx context.Context, key, owner string, attempt int) (*record, *lease, error) {
+	if attempt == 0 {
+		if l, ok := b.cache.get(key, owner); ok {
+			return nil, &l, nil
+		}
+	}
+	cur, l, err := b.readLease(ctx, key)
+	switch {
+	case err != nil || l == nil:
+		b.cache.drop(key)
+	default:
+		b.cache.put(key, *l)
+	}
+	return cur, l, err
+}
+
+// Extend renews owner's lease on name to ttl (rounded up to whole seconds)
+// from now, keeping its token and metadata: a read, then a write that
+// expects the read revision, which carries the TTL again. (A KV Update
+// would drop it, and the renewed lease would never end: nats.go#1994.) A
+// lease that has ended has no entry any more, or one of another owner, and
+// the write expects the revision that was read, so a lost lease is never
+// re-created.
+func (b *Backend) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
+	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	k := b.Key(name)
+	for attempt := 0; ; attempt++ {
+		_, l, err := b.lookup(ctx, k, owner, attempt)
+		if err != nil {
+			return opError(ctx, "extend", name, err)
+		}
+		if l == nil || l.owner != owner {
+			return notHeld(name)
+		}
+		seq, err := b.b.write(ctx, k, l.seq, renewal(l.token), leaseData(owner, l.metadata), keyTTL(ttl))
+		if err == nil {
+			b.cache.put(k, lease{seq: seq, owner: owner, metadata: l.metadata, token: l.token})
+			return nil
+		}
+		if !isConflict(err) || ctx.Err() != nil {
+			b.cache.drop(k)
+			return opError(ctx, "extend", name, err)
+		}
+	}
+}
+
+// Release ends owner's lease on name: a read, then a KV delete marker
+// written with the read revision expected, so a lease that changed hands in
+// between is left alone. The marker carries a TTL of its own (one second),
+// so released names leave nothing behind.
+func (b *Backend) Release(ctx context.Context, name, owner string) error {
+	if err := lock.ValidateName(name, owner); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	k := b.Key(name)
+	for attempt := 0; ; attempt++ {
+		_, l, err := b.lookup(ctx, k, owner, attempt)
+		if err != nil {
+			return opError(ctx, "release", name, err)
+		}
+		if l == nil || l.owner != owner {
+			return notHeld(name)
+		}
+		_, err = b.b.write(ctx, k, l.seq, natsgo.Header{kvOpHeader: []string{"DEL"}}, nil, releaseMarkerTTL)
+		b.cache.drop(k) // released, unknown, or to be read again
+		if err == nil {
+			return nil
+		}
+		if !isConflict(err) || ctx.Err() != nil {
+			return opError(ctx, "release", name, err)
+		}
+	}
+}
+
+// Inspect reports the holder of name, its token and metadata (one read on
+// the stream's leader) and its remaining TTL: the lease message's time and
+// TTL, both the server's, against the server's clock, which a stream info
+// request (a second round trip) reports. The server removes an entry on a
+// one-second sweep after its TTL has passed, so a lease can still be held
+// for up to about a second after Inspect reported its last millisecond.
+func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
+	if err := fence.ValidateKey(name); err != nil {
+		return lock.Info{}, fmt.Errorf("lock name: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return lock.Info{}, err
+	}
+	cur, l, err := b.readLease(ctx, b.Key(name))
+	if err != nil {
+		return lock.Info{}, opError(ctx, "inspect", name, err)
+	}
+	if l == nil {
+		return lock.Info{Name: name}, nil
+	}
+	info := lock.Info{Name: name, Held: true, Owner: l.owner, Token: l.token, Metadata: l.metadata}
+	ttl, err := parseMsgTTL(cur.header.Get(ttlHeader))
+	if err != nil {
+		return lock.Info{}, fmt.Errorf("fencekit/nats: inspect %q: %w", name, err)
+	}
+	now, err := b.serverNow(ctx)
+	if err != nil {
+		return lock.Info{}, opError(ctx, "inspect", name, err)
+	}
+	info.TTL = max(cur.time.Add(ttl).Sub(now), time.Millisecond)
+	return info, nil
+}
+
+// serverNow is the time on the clock of the stream's leader, from a stream
+// info request.
+func (b *Backend) serverNow(ctx context.Context) (time.Time, error) {
+	ctx, cancel := b.b.withTimeout(ctx)
+	defer cancel()
+	var s jetstream.Stream
+	err := untilConnLost(ctx, b.b.js.Conn(), func(ctx context.Context) (err error) {
+		s, err = b.b.js.Stream(ctx, b.b.stream)
+		return err
+	})
+	if err = noReply(ctx, err); err != nil {
+		return time.Time{}, err
+	}
+	if ts := s.CachedInfo().TimeStamp; !ts.IsZero() {
+		return ts, nil
+	}
+	return time.Time{}, fmt.Errorf("the server reports no time in its stream info")
+}
+
+// parseMsgTTL reads a Nats-TTL header as the server does: a Go duration
+// ("5s") or a number of seconds.
+func parseMsgTTL(v string) (time.Duration, error) {
+	if d, err := time.ParseDuration(v); err == nil {
+		return d.Truncate(time.Second), nil
+	}
+	n, ok := parseToken(v)
+	if !ok {
+		return 0, fmt.Errorf("%w: TTL header %q", ErrMalformedRecord, v)
+	}
+	return time.Duration(n) * time.Second, nil
+}
+
+func notHeld(name string) error {
+	return fmt.Errorf("%w: %q", lock.ErrNotHeld, name)
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/fencekit/fencekit/adapters/nats/internal/natstest"
+	"github.com/fencekit/fencekit/internal/lab"
+)
+
+// argsEnv, when set, makes the test binary run as fencelab with these
+// (separated by \x1f) arguments: lab.Main parses the process's flags once, so
+// each run is a process of its own.
+const argsEnv = "FENCELAB_TEST_ARGS"
+
+func TestMain(m *testing.M) {
+	if args, ok := os.LookupEnv(argsEnv); ok {
+		os.Exit(lab.Main(strings.Split(args, "\x1f")))
+	}
+	natstest.BuildFirst()
+	code := m.Run()
+	natstest.StopShared()
+	os.Exit(code)
+}
+
+// fencelab runs this binary as fencelab with args on the shared single
+// node and returns its exit code and output.
+func fencelab(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	args = append(args, "-backend", "nats", "-nats-url", natstest.Single(t).Nodes[0].URL())
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), argsEnv+"="+strings.Join(args, "\x1f"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("fencelab: %v", err)
+	}
+	t.Logf("fencelab %s: exit %d\n%s", strings.Join(args, " "), code, out.String())
+	return code, out.String()
+}
+
+// The seven scenarios behave on NATS as on every other backend. Their TTL
+// is one second, the server's unit for a per-key TTL.
+func TestScenariosOnNats(t *testing.T) {
+	code, out := fencelab(t, "-ttl", "1s")
+	if code != 0 || !strings.Contains(out, "all 7 scenarios behaved as expected") {
+		t.Fatalf("exit code %d; want 0 and all 7 scenarios as expected", code)
+	}
+}
+
+// chaos runs workers with a TTL of two seconds (twice the server's unit),
+// so that their pauses, 1.2 to 2.5 TTLs, outlast the leases.
+var chaos = []string{"chaos", "-ttl", "2s", "-duration", "8s", "-workers", "4"}
+
+// The chaos run behind the fault proxy, which delays, cuts and drops the
+// replies of the client's connection, finds no violation.
+func TestChaosOnNatsIsClean(t *testing.T) {
+	code, out := fencelab(t, append(chaos, "-keys", "2", "-fault-every", "2s")...)
+	if code != 0 {
+		t.Fatalf("exit code %d; want 0 (no violation)", code)
+	}
+	if !strings.Contains(out, "proxy ") || !strings.Contains(out, "no violation") {
+		t.Fatalf("the run did not go through the fault proxy, or found a violation")
+	}
+}
+
+// Without fencing, the same workers lose increments, and the run says so.
+func TestChaosOnNatsUnfencedShowsViolations(t *testing.T) {
+	code, out := fencelab(t, append(chaos, "-keys", "1", "-pause", "0.5", "-faults=false", "-unfenced")...)
+	if code != 1 || !strings.Contains(out, "lost increments") {
+		t.Fatalf("exit code %d; want 1 (violations found)", code)
+	}
+}
