@@ -37,6 +37,8 @@ type Backend struct {
 	// minSeconds is the server's minimum lease TTL once a grant has shown
 	// it (a grant answered with a longer TTL than asked), else 0.
 	minSeconds atomic.Int64
+	// waits is what each waiter in line waits for (see AwaitTurn).
+	waits waits
 }
 
 // NewBackend returns a Backend that keeps its leases in client, normally a

@@ -1,0 +1,116 @@
+package etcd_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	fenceetcd "github.com/fencekit/fencekit/adapters/etcd"
+	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/lock"
+)
+
+// TestQueueRoundTrips backs the costs AcquireOrEnqueue's doc and
+// docs/etcd.md promise: on a free lock nobody waits for, AcquireOrEnqueue
+// is Acquire's two requests (LeaseGrant, Txn), and so is a queued
+// Client.Acquire; a waiter first in line takes the lock after the release
+// in those same two.
+func TestQueueRoundTrips(t *testing.T) {
+	cl, c := countingClient(t)
+	ns := prefix(t)
+	ctx := testkit.Context(t)
+	b := fenceetcd.NewBackend(cl, &fenceetcd.BackendOptions{Prefix: ns})
+	h, a := testkit.Owner(t), testkit.Owner(t)
+	const ttl, place = 10 * time.Second, 10 * time.Second
+
+	want := func(what string, want int64, op func() error) {
+		t.Helper()
+		if got := c.trips(t, what, op); got != want {
+			t.Errorf("%s took %d round trips; want %d", what, got, want)
+		}
+	}
+	want("AcquireOrEnqueue of a free lock", 2, func() error {
+		_, err := b.AcquireOrEnqueue(ctx, "l", h, ttl, place)
+		return err
+	})
+	if _, err := b.AcquireOrEnqueue(ctx, "l", a, ttl, place); !errors.Is(err, lock.ErrHeld) {
+		t.Fatalf("AcquireOrEnqueue of a held lock: %v; want ErrHeld", err)
+	}
+	want("Release", 1, func() error { return b.Release(ctx, "l", h) })
+	want("AcquireOrEnqueue by the first in line after the release", 2, func() error {
+		_, err := b.AcquireOrEnqueue(ctx, "l", a, ttl, place)
+		return err
+	})
+	if err := b.Release(ctx, "l", a); err != nil {
+		t.Fatal(err)
+	}
+	client := lock.New(b, nil)
+	want("queued Client.Acquire and Release of a free lock", 3, func() error {
+		l, err := client.Acquire(ctx, "job", ttl)
+		if err != nil {
+			return err
+		}
+		return l.Release(ctx)
+	})
+}
+
+// TestQueueKeyLayout backs docs/etcd.md's queue layout: a waiter's place is
+// PlaceKey, under QueueKey, holding the owner, attached to an etcd lease of
+// its own (not the holder's), made in arrival order (create revisions),
+// and deleted when the waiter takes the lock or leaves.
+func TestQueueKeyLayout(t *testing.T) {
+	cl := sharedClient(t)
+	ns := prefix(t)
+	ctx := testkit.Context(t)
+	b := fenceetcd.NewBackend(cl, &fenceetcd.BackendOptions{Prefix: ns})
+	if got, want := b.QueueKey("a/b"), ns+"queue/a%2Fb/"; got != want {
+		t.Errorf("QueueKey = %q; want %q", got, want)
+	}
+	if got, want := b.PlaceKey("a/b", "o/1"), ns+"queue/a%2Fb/o%2F1"; got != want {
+		t.Errorf("PlaceKey = %q; want %q", got, want)
+	}
+	h, a, c := testkit.Owner(t), testkit.Owner(t), testkit.Owner(t)
+	const ttl = 10 * time.Second
+	if _, err := b.AcquireOrEnqueue(ctx, "a/b", h, ttl, ttl); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []string{a, c} {
+		if _, err := b.AcquireOrEnqueue(ctx, "a/b", o, ttl, ttl); !errors.Is(err, lock.ErrHeld) {
+			t.Fatalf("AcquireOrEnqueue of a held lock: %v; want ErrHeld", err)
+		}
+	}
+	get, err := cl.Get(ctx, b.QueueKey("a/b"), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk, err := cl.Get(ctx, b.LockKey("a/b"))
+	if err != nil || len(lk.Kvs) != 1 {
+		t.Fatalf("lock key: %v, %v", lk, err)
+	}
+	if len(get.Kvs) != 2 {
+		t.Fatalf("%d places; want 2", len(get.Kvs))
+	}
+	for i, o := range []string{a, c} {
+		kv := get.Kvs[i]
+		if string(kv.Key) != b.PlaceKey("a/b", o) || string(kv.Value) != o {
+			t.Errorf("place %d = %s: %s; want %s: %s", i+1, kv.Key, kv.Value, b.PlaceKey("a/b", o), o)
+		}
+		if kv.Lease == 0 || kv.Lease == lk.Kvs[0].Lease {
+			t.Errorf("place %d has lease %x (the holder's %x); want a lease of its own", i+1, kv.Lease, lk.Kvs[0].Lease)
+		}
+	}
+	if err := b.LeaveQueue(ctx, "a/b", c); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Release(ctx, "a/b", h); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.AcquireOrEnqueue(ctx, "a/b", a, ttl, ttl); err != nil {
+		t.Fatalf("AcquireOrEnqueue by the only waiter of a free lock: %v", err)
+	}
+	if left, err := cl.Get(ctx, b.QueueKey("a/b"), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || left.Count != 0 {
+		t.Errorf("places left after one waiter took the lock and the other left: %v, %v; want none", left, err)
+	}
+}
