@@ -86,12 +86,15 @@ const takeAttempts = 3
 // When nobody waits it costs what Acquire costs: a LeaseGrant and one Txn,
 // which takes the lock if its key does not exist and the queue is empty,
 // or, for a waiter, if its place (as its last call saw it) is first in
-// line: a waiter woken by a release takes the lock in those two requests. Otherwise the
-// Txn reads the lock key and the queue, and AcquireOrEnqueue renews owner's
-// place (a KeepAlive), or creates it (a LeaseGrant and a Txn), or takes the
-// lock (a Txn); a waiter first in line behind a holder also asks for the
-// holder's remaining TTL (a LeaseTimeToLive). The lock's unused lease is
-// revoked in the background.
+// line: a waiter woken by a release takes the lock in those two requests.
+// Otherwise the Txn reads the lock key and the queue, and AcquireOrEnqueue
+// renews owner's place (a KeepAlive), or creates it (a LeaseGrant and a
+// Txn), or takes the lock (a Txn); a waiter first in line behind a holder
+// also asks for the holder's remaining TTL (a LeaseTimeToLive). The lock's
+// unused lease is revoked in the background. A waiter that was behind
+// another one reads the line first (a Txn) and grants a lease only when it
+// is its turn: woken because the one ahead took the lock, it renews its
+// place in three requests (Txn, KeepAlive, LeaseTimeToLive).
 func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, place time.Duration) (fence.Token, error) {
 	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
 	if err != nil {
@@ -125,21 +128,38 @@ func (l line) at(key string) int {
 }
 
 func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, ttl, place time.Duration) (fence.Token, error) {
+	lk, mk, qk, pk := b.LockKey(name), b.MetaKey(name), b.QueueKey(name), b.PlaceKey(name, owner)
+	readLine := []clientv3.Op{
+		clientv3.OpGet(lk),
+		clientv3.OpGet(qk, clientv3.WithPrefix(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
+	}
+	w, waiting := b.waits.get(name, owner)
+	if waiting && w.key != lk {
+		// Owner was behind another waiter. Most of its calls (a renewal,
+		// or the wake-up when the one ahead took the lock) leave it in
+		// line behind a holder: read the line first, and grant a lease
+		// only when it is owner's turn.
+		resp, err := b.client.Txn(ctx).Then(readLine...).Commit()
+		if err != nil {
+			return 0, opError(ctx, "enqueue", name, err)
+		}
+		ln := readOf(resp.Responses, resp.Header.Revision)
+		mine := ln.at(pk)
+		turn := ln.holder == nil && (len(ln.places) == 0 || mine == 0)
+		if !turn && (ln.holder == nil || string(ln.holder.Value) != owner) {
+			return 0, b.keepPlace(ctx, name, owner, place, ln, readLine)
+		}
+	}
 	lease, err := b.grant(ctx, ttl)
 	if err != nil {
 		return 0, opError(ctx, "acquire", name, err)
 	}
-	lk, mk, qk, pk := b.LockKey(name), b.MetaKey(name), b.QueueKey(name), b.PlaceKey(name, owner)
 	take := []clientv3.Op{clientv3.OpPut(lk, owner, clientv3.WithLease(lease)), metaOp(mk, md, lease), clientv3.OpDelete(pk)}
 	renew := []clientv3.Op{
 		clientv3.OpPut(lk, "", clientv3.WithIgnoreValue(), clientv3.WithLease(lease), clientv3.WithPrevKV()),
 		metaOp(mk, md, lease),
 		clientv3.OpDelete(pk),
-	}
-	readLine := []clientv3.Op{
-		clientv3.OpGet(lk),
-		clientv3.OpGet(qk, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
 	}
 	// The lock is free and nobody waits, or owner's place (as its last
 	// call saw it) is the first: take it in this one Txn.
@@ -147,7 +167,7 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 		clientv3.Compare(clientv3.CreateRevision(lk), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(qk), "=", 0).WithPrefix(),
 	}
-	if w, ok := b.waits.get(name, owner); ok {
+	if waiting {
 		turn = firstInLine(lk, qk, pk, w.place)
 	}
 	resp, err := b.client.Txn(ctx).
@@ -206,30 +226,38 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 		}
 		// Not owner's turn: keep its place.
 		b.revoke(ctx, lease)
-		if mine >= 0 {
-			_, err := b.client.KeepAliveOnce(ctx, clientv3.LeaseID(ln.places[mine].Lease))
-			if err == nil {
-				return 0, b.held(ctx, name, owner, ln, mine)
-			}
-			if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				return 0, opError(ctx, "enqueue", name, err)
-			}
-			// The place expired after the read: queue again, at the tail.
-		}
-		ln, err = b.enqueue(ctx, name, owner, place, readLine)
-		if err != nil {
-			return 0, err
-		}
-		if mine = ln.at(pk); mine < 0 {
-			return 0, fmt.Errorf("fencekit/etcd: enqueue %q: the place just made is not in the queue", name)
-		}
-		if ln.holder == nil && mine == 0 {
-			// The line moved on while owner queued: ask again at once.
-			b.waits.drop(name, owner)
-			return 0, &lock.HeldError{Name: name, TTL: time.Millisecond}
-		}
-		return 0, b.held(ctx, name, owner, ln, mine)
+		return 0, b.keepPlace(ctx, name, owner, place, ln, readLine)
 	}
+}
+
+// keepPlace renews owner's place in ln (a KeepAlive of its lease), or makes
+// it when owner has none or it expired, and returns the HeldError for it.
+func (b *Backend) keepPlace(ctx context.Context, name, owner string, place time.Duration, ln line, readLine []clientv3.Op) error {
+	pk := b.PlaceKey(name, owner)
+	mine := ln.at(pk)
+	if mine >= 0 {
+		_, err := b.client.KeepAliveOnce(ctx, clientv3.LeaseID(ln.places[mine].Lease))
+		if err == nil {
+			return b.held(ctx, name, owner, ln, mine)
+		}
+		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return opError(ctx, "enqueue", name, err)
+		}
+		// The place expired after the read: queue again, at the tail.
+	}
+	ln, err := b.enqueue(ctx, name, owner, place, readLine)
+	if err != nil {
+		return err
+	}
+	if mine = ln.at(pk); mine < 0 {
+		return fmt.Errorf("fencekit/etcd: enqueue %q: the place just made is not in the queue", name)
+	}
+	if ln.holder == nil && mine == 0 {
+		// The line moved on while owner queued: ask again at once.
+		b.waits.drop(name, owner)
+		return &lock.HeldError{Name: name, TTL: time.Millisecond}
+	}
+	return b.held(ctx, name, owner, ln, mine)
 }
 
 // firstInLine compares true when the lock is free and owner's place, made

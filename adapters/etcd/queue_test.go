@@ -2,6 +2,8 @@ package etcd_test
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,13 +18,15 @@ import (
 // docs/etcd.md promise: on a free lock nobody waits for, AcquireOrEnqueue
 // is Acquire's two requests (LeaseGrant, Txn), and so is a queued
 // Client.Acquire; a waiter first in line takes the lock after the release
-// in those same two.
+// in those same two, and the waiter behind it, woken because the first
+// took the lock, renews its place in three (Txn, KeepAlive,
+// LeaseTimeToLive) without granting a lease.
 func TestQueueRoundTrips(t *testing.T) {
 	cl, c := countingClient(t)
 	ns := prefix(t)
 	ctx := testkit.Context(t)
 	b := fenceetcd.NewBackend(cl, &fenceetcd.BackendOptions{Prefix: ns})
-	h, a := testkit.Owner(t), testkit.Owner(t)
+	h, a, s := testkit.Owner(t), testkit.Owner(t), testkit.Owner(t)
 	const ttl, place = 10 * time.Second, 10 * time.Second
 
 	want := func(what string, want int64, op func() error) {
@@ -38,12 +42,24 @@ func TestQueueRoundTrips(t *testing.T) {
 	if _, err := b.AcquireOrEnqueue(ctx, "l", a, ttl, place); !errors.Is(err, lock.ErrHeld) {
 		t.Fatalf("AcquireOrEnqueue of a held lock: %v; want ErrHeld", err)
 	}
+	if _, err := b.AcquireOrEnqueue(ctx, "l", s, ttl, place); !errors.Is(err, lock.ErrHeld) {
+		t.Fatalf("AcquireOrEnqueue of a held lock: %v; want ErrHeld", err)
+	}
 	want("Release", 1, func() error { return b.Release(ctx, "l", h) })
 	want("AcquireOrEnqueue by the first in line after the release", 2, func() error {
 		_, err := b.AcquireOrEnqueue(ctx, "l", a, ttl, place)
 		return err
 	})
+	want("AcquireOrEnqueue by the second in line after the first took the lock", 3, func() error {
+		if _, err := b.AcquireOrEnqueue(ctx, "l", s, ttl, place); !errors.Is(err, lock.ErrHeld) {
+			return fmt.Errorf("%v; want ErrHeld", err)
+		}
+		return nil
+	})
 	if err := b.Release(ctx, "l", a); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.LeaveQueue(ctx, "l", s); err != nil {
 		t.Fatal(err)
 	}
 	client := lock.New(b, nil)
@@ -113,4 +129,49 @@ func TestQueueKeyLayout(t *testing.T) {
 	if left, err := cl.Get(ctx, b.QueueKey("a/b"), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || left.Count != 0 {
 		t.Errorf("places left after one waiter took the lock and the other left: %v, %v; want none", left, err)
 	}
+}
+
+// TestQueuePlaceRenewedKeepsPosition: a waiter that waits for several place
+// TTLs keeps its place (the same key, made at the same revision) because
+// each renewal keeps its lease alive, and is served before the waiter that
+// queued after it. A read of the queue that lost the places' lease IDs
+// (etcd drops them from a keys-only range) let every place lapse and queue
+// again at the tail.
+func TestQueuePlaceRenewedKeepsPosition(t *testing.T) {
+	cl := sharedClient(t)
+	ns := prefix(t)
+	ctx := testkit.Context(t)
+	b := fenceetcd.NewBackend(cl, &fenceetcd.BackendOptions{Prefix: ns})
+	h := testkit.Owner(t)
+	first, err := b.Acquire(ctx, "l", h, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hs holds
+	a := startQueuedWaiter(t, ctx, b, "l", "the first waiter", &hs)
+	c := startQueuedWaiter(t, ctx, b, "l", "the second waiter", &hs)
+	places := func() []string {
+		t.Helper()
+		get, err := cl.Get(ctx, b.QueueKey("l"), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, kv := range get.Kvs {
+			out = append(out, fmt.Sprintf("%s@%d", kv.Value, kv.CreateRevision))
+		}
+		return out
+	}
+	before := places()
+	// The scenario: the places' TTL passes twice over while both wait.
+	time.Sleep(2*waiterPlace + time.Second)
+	if after := places(); !slices.Equal(before, after) {
+		t.Fatalf("places %v after two place TTLs; want them kept as %v", after, before)
+	}
+	if err := b.Release(ctx, "l", h); err != nil {
+		t.Fatal(err)
+	}
+	a.servedWithin(t, time.Now(), waiterBound, "the release")
+	<-c.done
+	hs.check(t, first, a.who, c.who)
 }
