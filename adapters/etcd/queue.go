@@ -31,12 +31,12 @@ func (b *Backend) PlaceKey(name, owner string) string { return b.QueueKey(name) 
 
 // wait is what a waiter's last AcquireOrEnqueue saw: the key whose deletion
 // is its turn (its predecessor's place, or the lock key when it is first
-// in line) and the revision of that read, from which AwaitTurn watches, so
-// that a deletion between the two calls is not missed.
+// in line) and that key's create revision, by which AwaitTurn tells that
+// it was deleted between the two calls.
 type wait struct {
-	key   string
-	rev   int64
-	place int64 // the create revision of owner's place
+	key    string
+	keyRev int64 // the create revision of key when read; 0 if it was absent
+	place  int64 // the create revision of owner's place
 }
 
 // waits holds the wait of each (name, owner) that is in line, for
@@ -44,6 +44,9 @@ type wait struct {
 type waits struct {
 	mu sync.Mutex
 	m  map[[2]string]wait
+	// seen is when a call on each name was last refused: a hint that the
+	// next call on it will be refused too.
+	seen map[string]time.Time
 }
 
 func (w *waits) set(name, owner string, v wait) {
@@ -60,6 +63,31 @@ func (w *waits) get(name, owner string) (wait, bool) {
 	defer w.mu.Unlock()
 	v, ok := w.m[[2]string{name, owner}]
 	return v, ok
+}
+
+// maxContended bounds the names whose contention waits remembers.
+const maxContended = 4096
+
+// sawContended notes that a call on name was refused: the lock is contended.
+func (w *waits) sawContended(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen == nil {
+		w.seen = map[string]time.Time{}
+	}
+	if len(w.seen) >= maxContended {
+		clear(w.seen) // a hint only: forgetting costs a round trip
+	}
+	w.seen[name] = time.Now()
+}
+
+// contended reports whether a call on name was refused within the last
+// place.
+func (w *waits) contended(name string, place time.Duration) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.seen[name]
+	return ok && time.Since(at) < place
 }
 
 func (w *waits) drop(name, owner string) {
@@ -92,9 +120,14 @@ const takeAttempts = 3
 // Txn), or takes the lock (a Txn); a waiter first in line behind a holder
 // also asks for the holder's remaining TTL (a LeaseTimeToLive). The lock's
 // unused lease is revoked in the background. A waiter that was behind
-// another one reads the line first (a Txn) and grants a lease only when it
-// is its turn: woken because the one ahead took the lock, it renews its
-// place in three requests (Txn, KeepAlive, LeaseTimeToLive).
+// another one, and an owner new to a lock on which this Backend saw a call
+// refused within the place TTL, read the line first (a read-only Txn) and
+// grant a lease only when it is their turn: a waiter woken because the one
+// ahead took the lock renews its place in three requests (Txn, KeepAlive,
+// LeaseTimeToLive); a worker queueing again right after its release makes
+// its place in three (Txn, LeaseGrant, Txn), one Raft write fewer than
+// through Acquire's path, and when the lock turns out free it takes it in
+// one request more than Acquire.
 func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, place time.Duration) (fence.Token, error) {
 	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
 	if err != nil {
@@ -119,7 +152,6 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 type line struct {
 	holder *mvccpb.KeyValue   // the lock key, nil when the lock is free
 	places []*mvccpb.KeyValue // the queue, in order of create revision
-	rev    int64              // the revision of the read
 }
 
 // at returns the index of key in the queue, or -1.
@@ -135,16 +167,22 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
 	}
 	w, waiting := b.waits.get(name, owner)
-	if waiting && w.key != lk {
-		// Owner was behind another waiter. Most of its calls (a renewal,
-		// or the wake-up when the one ahead took the lock) leave it in
-		// line behind a holder: read the line first, and grant a lease
-		// only when it is owner's turn.
+	readFirst := b.waits.contended(name, place)
+	if waiting {
+		readFirst = w.key != lk
+	}
+	if readFirst {
+		// Owner was behind another waiter, or is new to a lock this
+		// Backend saw contended within a place TTL. Most such calls (a
+		// renewal, the wake-up when the one ahead took the lock, a worker
+		// queueing again after its release) leave owner in line: read the
+		// line first (a read-only Txn, which etcd answers without a Raft
+		// write), and grant a lease only when it is owner's turn.
 		resp, err := b.client.Txn(ctx).Then(readLine...).Commit()
 		if err != nil {
 			return 0, opError(ctx, "enqueue", name, err)
 		}
-		ln := readOf(resp.Responses, resp.Header.Revision)
+		ln := readOf(resp.Responses)
 		mine := ln.at(pk)
 		turn := ln.holder == nil && (len(ln.places) == 0 || mine == 0)
 		if !turn && (ln.holder == nil || string(ln.holder.Value) != owner) {
@@ -197,7 +235,7 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 		}
 		return fence.Token(prev.CreateRevision), nil
 	}
-	ln := readOf(inner.Responses, resp.Header.Revision)
+	ln := readOf(inner.Responses)
 
 	for attempt := 1; ; attempt++ {
 		mine := ln.at(pk)
@@ -221,7 +259,7 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 				b.waits.drop(name, owner)
 				return fence.Token(resp.Header.Revision), nil
 			}
-			ln = readOf(resp.Responses, resp.Header.Revision)
+			ln = readOf(resp.Responses)
 			continue
 		}
 		// Not owner's turn: keep its place.
@@ -293,12 +331,12 @@ func (b *Backend) enqueue(ctx context.Context, name, owner string, place time.Du
 		// A concurrent call of owner's made the place: keep that one.
 		b.revoke(ctx, pl)
 	}
-	return readOf(rs, resp.Header.Revision), nil
+	return readOf(rs), nil
 }
 
 // readOf decodes the responses of readLine.
-func readOf(rs []*etcdserverpb.ResponseOp, rev int64) line {
-	ln := line{rev: rev, places: rs[1].GetResponseRange().Kvs}
+func readOf(rs []*etcdserverpb.ResponseOp) line {
+	ln := line{places: rs[1].GetResponseRange().Kvs}
 	if kvs := rs[0].GetResponseRange().Kvs; len(kvs) > 0 {
 		ln.holder = kvs[0]
 	}
@@ -308,11 +346,17 @@ func readOf(rs []*etcdserverpb.ResponseOp, rev int64) line {
 // held records what owner waits for, at place mine of ln, and returns the
 // HeldError for it: with the holder's remaining TTL when owner is first.
 func (b *Backend) held(ctx context.Context, name, owner string, ln line, mine int) error {
+	b.waits.sawContended(name)
 	if mine > 0 {
-		b.waits.set(name, owner, wait{key: string(ln.places[mine-1].Key), rev: ln.rev, place: ln.places[mine].CreateRevision})
+		pred := ln.places[mine-1]
+		b.waits.set(name, owner, wait{key: string(pred.Key), keyRev: pred.CreateRevision, place: ln.places[mine].CreateRevision})
 		return &lock.HeldError{Name: name}
 	}
-	b.waits.set(name, owner, wait{key: b.LockKey(name), rev: ln.rev, place: ln.places[mine].CreateRevision})
+	var holderRev int64
+	if ln.holder != nil {
+		holderRev = ln.holder.CreateRevision
+	}
+	b.waits.set(name, owner, wait{key: b.LockKey(name), keyRev: holderRev, place: ln.places[mine].CreateRevision})
 	remaining := time.Millisecond
 	if ln.holder != nil {
 		ttl, err := b.client.TimeToLive(ctx, clientv3.LeaseID(ln.holder.Lease))
@@ -330,9 +374,10 @@ func (b *Backend) held(ctx context.Context, name, owner string, ln line, mine in
 // AwaitTurn blocks until the key that owner's last AcquireOrEnqueue of name
 // left it waiting for is deleted (the place of the waiter ahead, which took
 // the lock, left or expired; or the lock key, released or expired), max
-// has passed, or ctx ends. It watches that key from the revision the
-// AcquireOrEnqueue read, so a deletion in between is seen at once. It
-// returns at once when owner is not in line. The watch needs a Client that
+// has passed, or ctx ends. It watches that key and reads it at the
+// revision where the watch began (a watch and a Get), so a deletion since
+// the AcquireOrEnqueue read it is seen at once. It returns at once when
+// owner is not in line. The watch needs a Client that
 // is also a clientv3.Watcher (a *clientv3.Client is); with any other it
 // waits max, at most 50 ms, so that the waiter polls in line.
 func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
@@ -355,12 +400,24 @@ func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Du
 		<-wctx.Done()
 		return ctx.Err()
 	}
-	// The watch must be cancelled with wctx; clientv3 shares one stream
-	// between the watches of contexts without metadata.
-	for wr := range watcher.Watch(clientv3.WithRequireLeader(wctx), w.key, clientv3.WithRev(w.rev+1), clientv3.WithFilterPut()) {
+	// The watch starts at the current revision, not at w.rev+1: etcd
+	// serves a watch from a past revision by a catch-up loop that runs
+	// every 100 ms, which would add up to that to a handoff. A deletion
+	// between the read and the watch is caught instead by reading the key
+	// at the revision the watch began: gone, or made again (another create
+	// revision), means it was deleted. The watch ends with wctx; clientv3
+	// shares one stream between the watches of contexts with the same
+	// metadata.
+	ch := watcher.Watch(clientv3.WithRequireLeader(wctx), w.key, clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
+	for wr := range ch {
 		if wr.Err() != nil || len(wr.Events) > 0 {
-			// A deletion, or a history compacted past w.rev: ask again.
-			break
+			break // a deletion, or a broken watch: ask again
+		}
+		if wr.Created {
+			get, err := b.client.Get(wctx, w.key, clientv3.WithRev(wr.Header.Revision))
+			if err != nil || len(get.Kvs) == 0 || get.Kvs[0].CreateRevision != w.keyRev {
+				break
+			}
 		}
 	}
 	return ctx.Err()

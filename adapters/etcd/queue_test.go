@@ -175,3 +175,46 @@ func TestQueuePlaceRenewedKeepsPosition(t *testing.T) {
 	<-c.done
 	hs.check(t, first, a.who, c.who)
 }
+
+// TestAwaitTurnPromptAfterRelease: a waiter first in line whose holder
+// released between its AcquireOrEnqueue and its AwaitTurn, while other
+// writes moved the store on, is woken at once. A watch from the revision
+// the AcquireOrEnqueue read went through etcd's catch-up of past-revision
+// watches, which runs every 100 ms, and took 50 ms on average.
+func TestAwaitTurnPromptAfterRelease(t *testing.T) {
+	cl := sharedClient(t)
+	ns := prefix(t)
+	ctx := testkit.Context(t)
+	b := fenceetcd.NewBackend(cl, &fenceetcd.BackendOptions{Prefix: ns})
+	const ttl = 10 * time.Second
+	var took []time.Duration
+	for i := range 7 {
+		h, a := testkit.Owner(t), testkit.Owner(t)
+		name := fmt.Sprintf("l%d", i)
+		if _, err := b.Acquire(ctx, name, h, ttl); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.AcquireOrEnqueue(ctx, name, a, ttl, ttl); !errors.Is(err, lock.ErrHeld) {
+			t.Fatalf("AcquireOrEnqueue of a held lock: %v; want ErrHeld", err)
+		}
+		if _, err := cl.Put(ctx, ns+"other", "x"); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Release(ctx, name, h); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := b.AwaitTurn(ctx, name, a, ttl); err != nil {
+			t.Fatal(err)
+		}
+		took = append(took, time.Since(start))
+		if _, err := b.AcquireOrEnqueue(ctx, name, a, ttl, ttl); err != nil {
+			t.Fatalf("AcquireOrEnqueue by the woken first in line: %v", err)
+		}
+	}
+	slices.Sort(took)
+	if median := took[len(took)/2]; median > 30*time.Millisecond {
+		t.Fatalf("AwaitTurn after the release took %v (median of %v); want it woken at once", median, took)
+	}
+	t.Logf("AwaitTurn after the release: %v", took)
+}
