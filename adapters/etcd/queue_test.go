@@ -20,7 +20,8 @@ import (
 // Client.Acquire; a waiter first in line takes the lock after the release
 // in those same two, and the waiter behind it, woken because the first
 // took the lock, renews its place in three (Txn, KeepAlive,
-// LeaseTimeToLive) without granting a lease.
+// LeaseTimeToLive) without granting a lease; a new owner of a lock seen
+// contended makes its place in three (Txn, LeaseGrant, Txn).
 func TestQueueRoundTrips(t *testing.T) {
 	cl, c := countingClient(t)
 	ns := prefix(t)
@@ -56,11 +57,20 @@ func TestQueueRoundTrips(t *testing.T) {
 		}
 		return nil
 	})
+	x := testkit.Owner(t)
+	want("AcquireOrEnqueue by a new owner of a lock seen contended", 3, func() error {
+		if _, err := b.AcquireOrEnqueue(ctx, "l", x, ttl, place); !errors.Is(err, lock.ErrHeld) {
+			return fmt.Errorf("%v; want ErrHeld", err)
+		}
+		return nil
+	})
 	if err := b.Release(ctx, "l", a); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.LeaveQueue(ctx, "l", s); err != nil {
-		t.Fatal(err)
+	for _, o := range []string{s, x} {
+		if err := b.LeaveQueue(ctx, "l", o); err != nil {
+			t.Fatal(err)
+		}
 	}
 	client := lock.New(b, nil)
 	want("queued Client.Acquire and Release of a free lock", 3, func() error {
