@@ -21,8 +21,9 @@ var _ lock.Backend = (*Backend)(nil)
 type BackendOptions struct {
 	// Prefix starts every key, as it is; DefaultPrefix when empty. A lock
 	// named n lives in "<prefix>lock/<n>" (its owner) and "<prefix>meta/<n>"
-	// (its holder metadata, when there is any), with '%' and '/' in n
-	// %-escaped.
+	// (its holder metadata, when there is any), and its waiters' places
+	// in "<prefix>queue/<n>/<owner>" (see QueueKey), with '%' and '/' in n
+	// and owner %-escaped.
 	Prefix string
 }
 
