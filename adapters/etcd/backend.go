@@ -21,8 +21,9 @@ var _ lock.Backend = (*Backend)(nil)
 type BackendOptions struct {
 	// Prefix starts every key, as it is; DefaultPrefix when empty. A lock
 	// named n lives in "<prefix>lock/<n>" (its owner) and "<prefix>meta/<n>"
-	// (its holder metadata, when there is any), with '%' and '/' in n
-	// %-escaped.
+	// (its holder metadata, when there is any), and its waiters' places
+	// in "<prefix>queue/<n>/<owner>" (see QueueKey), with '%' and '/' in n
+	// and owner %-escaped.
 	Prefix string
 }
 
@@ -37,6 +38,8 @@ type Backend struct {
 	// minSeconds is the server's minimum lease TTL once a grant has shown
 	// it (a grant answered with a longer TTL than asked), else 0.
 	minSeconds atomic.Int64
+	// waits is what each waiter in line waits for (see AwaitTurn).
+	waits waits
 }
 
 // NewBackend returns a Backend that keeps its leases in client, normally a

@@ -17,10 +17,15 @@ var exampleEndpoints []string
 
 // TestMain starts the cluster that the package's tests share, when the run
 // has examples to give it to (tests start it on first use), and stops it
-// when they are done. Examples cannot skip themselves, so without a cluster
+// when they are done. In a waiter process (waiterEnv set) it runs that
+// waiter instead. Examples cannot skip themselves, so without a cluster
 // they are skipped here with a note, unless FENCEKIT_REQUIRE_BACKENDS=1,
 // under which they run and fail.
 func TestMain(m *testing.M) {
+	if os.Getenv(waiterEnv) != "" {
+		// A waiter process of TestWaiterKilled: no cluster of its own.
+		os.Exit(queueWaitWorker())
+	}
 	flag.Parse()
 	eps, err := etcdtest.SharedEndpoints()
 	if err == nil {

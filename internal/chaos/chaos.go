@@ -169,7 +169,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r := &runner{cfg: cfg, start: time.Now(), inside: make([]int, cfg.Keys)}
-	r.client = lock.New(recordingBackend{Backend: cfg.Backend, r: r}, &lock.Options{
+	r.client = lock.New(recording(r, cfg.Backend), &lock.Options{
 		MinBackoff: time.Millisecond,
 		MaxBackoff: max(cfg.TTL/4, 2*time.Millisecond),
 	})
@@ -504,11 +504,15 @@ type recordingBackend struct {
 func (b recordingBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
 	call := b.r.now()
 	tok, err := b.Backend.Acquire(ctx, name, owner, ttl)
-	ret := b.r.now()
+	b.record(ctx, owner, tok, err, call, b.r.now())
+	return tok, err
+}
+
+// record notes an acquisition call that returned a token.
+func (b recordingBackend) record(ctx context.Context, owner string, tok fence.Token, err error, call, ret int64) {
 	if a, ok := ctx.Value(attemptKey{}).(attempt); ok && err == nil {
 		a.w.record(Op{Kind: Acquire, Key: a.k, Token: int64(tok), Owner: owner, Outcome: OK, Call: call, Return: ret})
 	}
-	return tok, err
 }
 
 // byKind splits a history by key (or lock) for the operations of the given

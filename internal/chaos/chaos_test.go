@@ -338,7 +338,7 @@ func TestRunCatchesBrokenAdapters(t *testing.T) {
 	}
 
 	c = cfg
-	c.Name, c.Backend, c.Store = "broken backend", brokenBackend{memory.NewBackend()}, memory.NewStore()
+	c.Name, c.Backend, c.Store = "broken backend", polling{brokenBackend{memory.NewBackend()}}, memory.NewStore()
 	rep, err = Run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
@@ -418,7 +418,7 @@ func (b *waiterBackend) Acquire(ctx context.Context, name, owner string, ttl tim
 func TestRunCatchesATokenBelowOneReturnedWhileWaiting(t *testing.T) {
 	t.Parallel()
 	rep, err := Run(context.Background(), Config{
-		Name: "waiter tokens", Backend: &waiterBackend{Backend: memory.NewBackend(), reserved: map[string]fence.Token{}},
+		Name: "waiter tokens", Backend: polling{&waiterBackend{Backend: memory.NewBackend(), reserved: map[string]fence.Token{}}},
 		Store: memory.NewStore(), Workers: 5, Keys: 1, Duration: time.Second, TTL: 30 * time.Millisecond, Seed: 6,
 	})
 	if err != nil {

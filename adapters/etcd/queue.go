@@ -1,0 +1,446 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock"
+)
+
+var _ lock.QueueBackend = (*Backend)(nil)
+
+// QueueKey is the prefix of name's queue: a waiter's place is the key
+// QueueKey(name) + owner (with '%' and '/' escaped), holding the owner and
+// attached to an etcd lease of the place TTL of its own, so the cluster
+// deletes a place that its waiter stopped renewing. Places are served in
+// the order of their keys' create revisions.
+func (b *Backend) QueueKey(name string) string { return b.prefix + "queue/" + escapeKey(name) + "/" }
+
+// PlaceKey is owner's place in name's queue.
+func (b *Backend) PlaceKey(name, owner string) string { return b.QueueKey(name) + escapeKey(owner) }
+
+// wait is what a waiter's last AcquireOrEnqueue saw: the key whose deletion
+// is its turn (its predecessor's place, or the lock key when it is first
+// in line) and that key's create revision, by which AwaitTurn tells that
+// it was deleted between the two calls.
+type wait struct {
+	key    string
+	keyRev int64 // the create revision of key when read; 0 if it was absent
+	place  int64 // the create revision of owner's place
+}
+
+// waits holds the wait of each (name, owner) that is in line, for
+// AwaitTurn. Entries go when their owner takes the lock or leaves.
+type waits struct {
+	mu sync.Mutex
+	m  map[[2]string]wait
+	// seen is when a call on each name was last refused: a hint that the
+	// next call on it will be refused too.
+	seen map[string]time.Time
+}
+
+func (w *waits) set(name, owner string, v wait) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[[2]string]wait{}
+	}
+	w.m[[2]string{name, owner}] = v
+}
+
+func (w *waits) get(name, owner string) (wait, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	v, ok := w.m[[2]string{name, owner}]
+	return v, ok
+}
+
+// maxContended bounds the names whose contention waits remembers.
+const maxContended = 4096
+
+// sawContended notes that a call on name was refused: the lock is contended.
+func (w *waits) sawContended(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen == nil {
+		w.seen = map[string]time.Time{}
+	}
+	if len(w.seen) >= maxContended {
+		clear(w.seen) // a hint only: forgetting costs a round trip
+	}
+	w.seen[name] = time.Now()
+}
+
+// contended reports whether a call on name was refused within the last
+// place.
+func (w *waits) contended(name string, place time.Duration) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.seen[name]
+	return ok && time.Since(at) < place
+}
+
+func (w *waits) drop(name, owner string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.m, [2]string{name, owner})
+}
+
+// takeAttempts bounds the Txns one AcquireOrEnqueue spends trying to take a
+// lock that its reads showed free for owner, against waiters racing for it;
+// after them it keeps owner's place and lets the wake-up bring it back.
+const takeAttempts = 3
+
+// AcquireOrEnqueue takes name for owner when the lock is free and no place
+// is ahead of owner's (minting the lock key's create revision as the token,
+// as Acquire does), moves owner's own lease to a fresh etcd lease of ttl
+// when owner holds the lock, or else keeps owner's place in name's queue
+// for place (rounded up to whole seconds, as every etcd lease) and returns
+// a *lock.HeldError. Its TTL, when owner is first in line behind a holder,
+// is the holder's remaining TTL rounded up to whole seconds (etcd reports it
+// rounded down); 0 otherwise. Places whose lease ran out are already gone:
+// the cluster deleted them.
+//
+// When nobody waits it costs what Acquire costs: a LeaseGrant and one Txn,
+// which takes the lock if its key does not exist and the queue is empty,
+// or, for a waiter, if its place (as its last call saw it) is first in
+// line: a waiter woken by a release takes the lock in those two requests.
+// Otherwise the Txn reads the lock key and the queue, and AcquireOrEnqueue
+// renews owner's place (a KeepAlive), or creates it (a LeaseGrant and a
+// Txn), or takes the lock (a Txn); a waiter first in line behind a holder
+// also asks for the holder's remaining TTL (a LeaseTimeToLive). The lock's
+// unused lease is revoked in the background. A waiter that was behind
+// another one, and an owner new to a lock on which this Backend saw a call
+// refused within the place TTL, read the line first (a read-only Txn) and
+// grant a lease only when it is their turn: a waiter woken because the one
+// ahead took the lock renews its place in three requests (Txn, KeepAlive,
+// LeaseTimeToLive); a worker queueing again right after its release makes
+// its place in three (Txn, LeaseGrant, Txn), one Raft write fewer than
+// through Acquire's path, and when the lock turns out free it takes it in
+// one request more than Acquire.
+func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, place time.Duration) (fence.Token, error) {
+	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
+	if err != nil {
+		return 0, err
+	}
+	if err := lock.ValidatePlace(name, owner, ttl, place); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	for attempt := 1; ; attempt++ {
+		tok, err := b.acquireOrEnqueue(ctx, name, owner, md, ttl, place)
+		// A lease that lapsed between its grant and the Txn: as in Acquire.
+		if !errors.Is(err, rpctypes.ErrLeaseNotFound) || attempt == 3 || ctx.Err() != nil {
+			return tok, err
+		}
+	}
+}
+
+// line is what one read of a lock and its queue shows.
+type line struct {
+	holder *mvccpb.KeyValue   // the lock key, nil when the lock is free
+	places []*mvccpb.KeyValue // the queue, in order of create revision
+}
+
+// at returns the index of key in the queue, or -1.
+func (l line) at(key string) int {
+	return slices.IndexFunc(l.places, func(kv *mvccpb.KeyValue) bool { return string(kv.Key) == key })
+}
+
+func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, ttl, place time.Duration) (fence.Token, error) {
+	lk, mk, qk, pk := b.LockKey(name), b.MetaKey(name), b.QueueKey(name), b.PlaceKey(name, owner)
+	readLine := []clientv3.Op{
+		clientv3.OpGet(lk),
+		clientv3.OpGet(qk, clientv3.WithPrefix(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
+	}
+	w, waiting := b.waits.get(name, owner)
+	readFirst := b.waits.contended(name, place)
+	if waiting {
+		readFirst = w.key != lk
+	}
+	if readFirst {
+		// Owner was behind another waiter, or is new to a lock this
+		// Backend saw contended within a place TTL. Most such calls (a
+		// renewal, the wake-up when the one ahead took the lock, a worker
+		// queueing again after its release) leave owner in line: read the
+		// line first (a read-only Txn, which etcd answers without a Raft
+		// write), and grant a lease only when it is owner's turn.
+		resp, err := b.client.Txn(ctx).Then(readLine...).Commit()
+		if err != nil {
+			return 0, opError(ctx, "enqueue", name, err)
+		}
+		ln := readOf(resp.Responses)
+		mine := ln.at(pk)
+		turn := ln.holder == nil && (len(ln.places) == 0 || mine == 0)
+		if !turn && (ln.holder == nil || string(ln.holder.Value) != owner) {
+			return 0, b.keepPlace(ctx, name, owner, place, ln, readLine)
+		}
+	}
+	lease, err := b.grant(ctx, ttl)
+	if err != nil {
+		return 0, opError(ctx, "acquire", name, err)
+	}
+	take := []clientv3.Op{clientv3.OpPut(lk, owner, clientv3.WithLease(lease)), metaOp(mk, md, lease), clientv3.OpDelete(pk)}
+	renew := []clientv3.Op{
+		clientv3.OpPut(lk, "", clientv3.WithIgnoreValue(), clientv3.WithLease(lease), clientv3.WithPrevKV()),
+		metaOp(mk, md, lease),
+		clientv3.OpDelete(pk),
+	}
+	// The lock is free and nobody waits, or owner's place (as its last
+	// call saw it) is the first: take it in this one Txn.
+	turn := []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(lk), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(qk), "=", 0).WithPrefix(),
+	}
+	if waiting {
+		turn = firstInLine(lk, qk, pk, w.place)
+	}
+	resp, err := b.client.Txn(ctx).
+		If(turn...).
+		Then(take...).
+		Else(clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(lk), "=", owner)},
+			renew,
+			readLine,
+		)).Commit()
+	if err != nil {
+		return 0, opError(ctx, "acquire", name, err)
+	}
+	if resp.Succeeded {
+		b.waits.drop(name, owner)
+		return fence.Token(resp.Header.Revision), nil
+	}
+	inner := resp.Responses[0].GetResponseTxn()
+	if inner.Succeeded {
+		b.waits.drop(name, owner)
+		prev := inner.Responses[0].GetResponsePut().GetPrevKv()
+		if prev == nil {
+			return 0, fmt.Errorf("fencekit/etcd: acquire %q: the renewing Txn returned no previous key", name)
+		}
+		if old := clientv3.LeaseID(prev.Lease); old != lease && old != clientv3.NoLease {
+			b.revoke(ctx, old)
+		}
+		return fence.Token(prev.CreateRevision), nil
+	}
+	ln := readOf(inner.Responses)
+
+	for attempt := 1; ; attempt++ {
+		mine := ln.at(pk)
+		if ln.holder == nil && attempt <= takeAttempts && (len(ln.places) == 0 || mine == 0) {
+			// owner's turn: take the lock unless the line changed since.
+			cmps := []clientv3.Cmp{
+				clientv3.Compare(clientv3.CreateRevision(lk), "=", 0),
+				clientv3.Compare(clientv3.CreateRevision(qk), "=", 0).WithPrefix(),
+			}
+			if mine == 0 {
+				cmps = firstInLine(lk, qk, pk, ln.places[0].CreateRevision)
+			}
+			resp, err := b.client.Txn(ctx).
+				If(cmps...).
+				Then(take...).
+				Else(readLine...).Commit()
+			if err != nil {
+				return 0, opError(ctx, "acquire", name, err)
+			}
+			if resp.Succeeded {
+				b.waits.drop(name, owner)
+				return fence.Token(resp.Header.Revision), nil
+			}
+			ln = readOf(resp.Responses)
+			continue
+		}
+		// Not owner's turn: keep its place.
+		b.revoke(ctx, lease)
+		return 0, b.keepPlace(ctx, name, owner, place, ln, readLine)
+	}
+}
+
+// keepPlace renews owner's place in ln (a KeepAlive of its lease), or makes
+// it when owner has none or it expired, and returns the HeldError for it.
+func (b *Backend) keepPlace(ctx context.Context, name, owner string, place time.Duration, ln line, readLine []clientv3.Op) error {
+	pk := b.PlaceKey(name, owner)
+	mine := ln.at(pk)
+	if mine >= 0 {
+		_, err := b.client.KeepAliveOnce(ctx, clientv3.LeaseID(ln.places[mine].Lease))
+		if err == nil {
+			return b.held(ctx, name, owner, ln, mine)
+		}
+		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return opError(ctx, "enqueue", name, err)
+		}
+		// The place expired after the read: queue again, at the tail.
+	}
+	ln, err := b.enqueue(ctx, name, owner, place, readLine)
+	if err != nil {
+		return err
+	}
+	if mine = ln.at(pk); mine < 0 {
+		return fmt.Errorf("fencekit/etcd: enqueue %q: the place just made is not in the queue", name)
+	}
+	if ln.holder == nil && mine == 0 {
+		// The line moved on while owner queued: ask again at once.
+		b.waits.drop(name, owner)
+		return &lock.HeldError{Name: name, TTL: time.Millisecond}
+	}
+	return b.held(ctx, name, owner, ln, mine)
+}
+
+// firstInLine compares true when the lock is free and owner's place, made
+// at revision place, is still there and first in line.
+func firstInLine(lk, qk, pk string, place int64) []clientv3.Cmp {
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(lk), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(pk), "=", place),
+		// etcd has no ">=": every place was made at place or after.
+		clientv3.Compare(clientv3.CreateRevision(qk), ">", place-1).WithPrefix(),
+	}
+}
+
+// enqueue creates owner's place under an etcd lease of place, in a Txn that
+// also reads the line, and returns that read.
+func (b *Backend) enqueue(ctx context.Context, name, owner string, place time.Duration, readLine []clientv3.Op) (line, error) {
+	pl, err := b.grant(ctx, place)
+	if err != nil {
+		return line{}, opError(ctx, "enqueue", name, err)
+	}
+	pk := b.PlaceKey(name, owner)
+	resp, err := b.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(pk), "=", 0)).
+		Then(append([]clientv3.Op{clientv3.OpPut(pk, owner, clientv3.WithLease(pl))}, readLine...)...).
+		Else(readLine...).Commit()
+	if err != nil {
+		return line{}, opError(ctx, "enqueue", name, err)
+	}
+	rs := resp.Responses
+	if resp.Succeeded {
+		rs = rs[1:]
+	} else {
+		// A concurrent call of owner's made the place: keep that one.
+		b.revoke(ctx, pl)
+	}
+	return readOf(rs), nil
+}
+
+// readOf decodes the responses of readLine.
+func readOf(rs []*etcdserverpb.ResponseOp) line {
+	ln := line{places: rs[1].GetResponseRange().Kvs}
+	if kvs := rs[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		ln.holder = kvs[0]
+	}
+	return ln
+}
+
+// held records what owner waits for, at place mine of ln, and returns the
+// HeldError for it: with the holder's remaining TTL when owner is first.
+func (b *Backend) held(ctx context.Context, name, owner string, ln line, mine int) error {
+	b.waits.sawContended(name)
+	if mine > 0 {
+		pred := ln.places[mine-1]
+		b.waits.set(name, owner, wait{key: string(pred.Key), keyRev: pred.CreateRevision, place: ln.places[mine].CreateRevision})
+		return &lock.HeldError{Name: name}
+	}
+	var holderRev int64
+	if ln.holder != nil {
+		holderRev = ln.holder.CreateRevision
+	}
+	b.waits.set(name, owner, wait{key: b.LockKey(name), keyRev: holderRev, place: ln.places[mine].CreateRevision})
+	remaining := time.Millisecond
+	if ln.holder != nil {
+		ttl, err := b.client.TimeToLive(ctx, clientv3.LeaseID(ln.holder.Lease))
+		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return opError(ctx, "enqueue", name, err)
+		}
+		if err == nil && ttl.TTL >= 0 {
+			// Rounded up, and never past the grant.
+			remaining = time.Duration(min(ttl.TTL+1, max(ttl.GrantedTTL, 1))) * time.Second
+		}
+	}
+	return &lock.HeldError{Name: name, TTL: remaining}
+}
+
+// AwaitTurn blocks until the key that owner's last AcquireOrEnqueue of name
+// left it waiting for is deleted (the place of the waiter ahead, which took
+// the lock, left or expired; or the lock key, released or expired), max
+// has passed, or ctx ends. It watches that key and reads it at the
+// revision where the watch began (a watch and a Get), so a deletion since
+// the AcquireOrEnqueue read it is seen at once. It returns at once when
+// owner is not in line. The watch needs a Client that
+// is also a clientv3.Watcher (a *clientv3.Client is); with any other it
+// waits max, at most 50 ms, so that the waiter polls in line.
+func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
+	if err := lock.ValidateName(name, owner); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w, ok := b.waits.get(name, owner)
+	if !ok {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, max)
+	defer cancel()
+	watcher, ok := b.client.(clientv3.Watcher)
+	if !ok {
+		wctx, cancel = context.WithTimeout(wctx, pollInLine)
+		defer cancel()
+		<-wctx.Done()
+		return ctx.Err()
+	}
+	// The watch starts at the current revision, not at w.rev+1: etcd
+	// serves a watch from a past revision by a catch-up loop that runs
+	// every 100 ms, which would add up to that to a handoff. A deletion
+	// between the read and the watch is caught instead by reading the key
+	// at the revision the watch began: gone, or made again (another create
+	// revision), means it was deleted. The watch ends with wctx; clientv3
+	// shares one stream between the watches of contexts with the same
+	// metadata.
+	ch := watcher.Watch(clientv3.WithRequireLeader(wctx), w.key, clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
+	for wr := range ch {
+		if wr.Err() != nil || len(wr.Events) > 0 {
+			break // a deletion, or a broken watch: ask again
+		}
+		if wr.Created {
+			get, err := b.client.Get(wctx, w.key, clientv3.WithRev(wr.Header.Revision))
+			if err != nil || len(get.Kvs) == 0 || get.Kvs[0].CreateRevision != w.keyRev {
+				break
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+// pollInLine is how long AwaitTurn waits at most on a Client that cannot
+// watch.
+const pollInLine = 50 * time.Millisecond
+
+// LeaveQueue deletes owner's place in name's queue (one Txn), which wakes
+// the waiter behind it. It returns nil when owner has no place.
+func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
+	if err := lock.ValidateName(name, owner); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.waits.drop(name, owner)
+	// A Txn, not a Delete, so that a Client that pairs a wrapped KV with a
+	// Lease (see Client) needs nothing more.
+	if _, err := b.client.Txn(ctx).Then(clientv3.OpDelete(b.PlaceKey(name, owner))).Commit(); err != nil {
+		return opError(ctx, "leave queue", name, err)
+	}
+	return nil
+}
