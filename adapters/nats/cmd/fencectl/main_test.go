@@ -144,32 +144,33 @@ func TestNats(t *testing.T) {
 }
 
 // TestNatsEnvBuckets: FENCEKIT_NATS_BUCKET names the bucket of the leases,
-// and the fenced store is in the same bucket when no store bucket is named.
+// the fenced store is in the same bucket when no store bucket is named, and
+// --prefix and --store-prefix default to the adapter's DefaultPrefix (the
+// bucket is the test's own).
 func TestNatsEnvBuckets(t *testing.T) {
 	urls := natstest.Single(t).URLs()
 	_, js := natstest.Connect(t, urls)
 	bucket := natstest.Bucket(t, js, 1)
-	prefix := testkit.Namespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	backend, err := fencenats.NewBackend(ctx, js, bucket, &fencenats.BackendOptions{Prefix: prefix})
+	backend, err := fencenats.NewBackend(ctx, js, bucket, nil)
 	require.NoError(t, err)
-	store, err := fencenats.NewStore(ctx, js, bucket, &fencenats.StoreOptions{Prefix: prefix})
+	store, err := fencenats.NewStore(ctx, js, bucket, nil)
 	require.NoError(t, err)
-	lease, err := lock.New(backend, nil).Acquire(ctx, "a", 10*time.Second)
+	lease, err := lock.New(backend, nil).Acquire(ctx, "held/a", 10*time.Second)
 	require.NoError(t, err)
 	defer lease.Release(context.Background())
 	require.NoError(t, lease.Fenced(store).Put(ctx, "k", []byte("v")))
 
 	env := map[string]string{"FENCEKIT_NATS_URL": urls[0], "FENCEKIT_NATS_BUCKET": bucket}
-	code, out, _ := ctl(t, env, "--prefix", prefix, "--store-prefix", prefix, "--json", "fence", "k")
+	code, out, _ := ctl(t, env, "--json", "fence", "k")
 	require.Equal(t, 0, code)
 	var fv map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &fv))
 	require.Equal(t, float64(lease.Token()), fv["fence"])
-	code, out, _ = ctl(t, env, "--prefix", prefix, "list")
+	code, out, _ = ctl(t, env, "list")
 	require.Equal(t, 0, code)
-	require.Contains(t, out, "a")
+	require.Contains(t, out, "held/a")
 }
 
 // TestNatsUsage: the NATS backend is chosen by its flag or variable, needs
