@@ -195,3 +195,21 @@ func TestNatsUsage(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, `bucket "no_such_bucket" does not exist`)
 }
+
+// TestTakeBucketFlags: the bucket flags are taken out of the command line
+// in every form the flag package accepts, anywhere before a "--", and the
+// rest is left in order for fencectl.
+func TestTakeBucketFlags(t *testing.T) {
+	var b bucketNames
+	rest, err := takeBucketFlags([]string{"-nats-bucket", "a", "--json", "list", "--nats-store-bucket=s", "jobs/", "--", "--nats-bucket", "x"}, &b)
+	require.NoError(t, err)
+	require.Equal(t, bucketNames{lock: "a", store: "s"}, b)
+	require.Equal(t, []string{"--json", "list", "jobs/", "--", "--nats-bucket", "x"}, rest)
+	b = bucketNames{lock: "from-env"}
+	rest, err = takeBucketFlags([]string{"--nats-bucket=b", "inspect", "n"}, &b)
+	require.NoError(t, err)
+	require.Equal(t, "b", b.lock)
+	require.Equal(t, []string{"inspect", "n"}, rest)
+	_, err = takeBucketFlags([]string{"inspect", "n", "-nats-store-bucket"}, &b)
+	require.ErrorContains(t, err, "flag needs an argument: -nats-store-bucket")
+}
