@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	fencenats "github.com/fencekit/fencekit/adapters/nats"
+	"github.com/fencekit/fencekit/adapters/nats/internal/natstest"
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/internal/testkit/require"
+	"github.com/fencekit/fencekit/lock"
+)
+
+func TestMain(m *testing.M) {
+	natstest.BuildFirst()
+	code := m.Run()
+	natstest.StopShared()
+	os.Exit(code)
+}
+
+// ctl runs fencectl with args and env, and returns its exit code, stdout
+// and stderr.
+func ctl(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(args, nil, &out, &errOut, func(k string) string { return env[k] })
+	t.Logf("$ fencectl %s\n%s%s(exit %d)", strings.Join(args, " "), out.String(), errOut.String(), code)
+	return code, out.String(), errOut.String()
+}
+
+// TestNats drives every command on the shared single-node server against a
+// lock that a client holds and keeps alive, as cmd/fencectl's tests do on
+// the other backends: inspect, list, fence, watch (without a WAITERS
+// column), the refusals of release, release --force raising the fence
+// first, and bump's refusal. The leases and the fenced store are in
+// buckets of their own (--nats-bucket, --nats-store-bucket).
+func TestNats(t *testing.T) {
+	urls := natstest.Single(t).URLs()
+	_, js := natstest.Connect(t, urls)
+	lockBucket, storeBucket := natstest.Bucket(t, js, 1), natstest.Bucket(t, js, 1)
+	prefix := testkit.Namespace(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	backend, err := fencenats.NewBackend(ctx, js, lockBucket, &fencenats.BackendOptions{Prefix: prefix})
+	require.NoError(t, err)
+	store, err := fencenats.NewStore(ctx, js, storeBucket, &fencenats.StoreOptions{Prefix: prefix + ".s"})
+	require.NoError(t, err)
+	env := map[string]string{"FENCEKIT_NATS_URL": strings.Join(urls, ",")}
+	args := func(a ...string) []string {
+		return append([]string{"--nats-bucket", lockBucket, "--nats-store-bucket=" + storeBucket,
+			"--prefix", prefix, "--store-prefix", prefix + ".s"}, a...)
+	}
+
+	client := lock.New(backend, &lock.Options{Metadata: "host=worker-7 pid=4242", KeepAlive: true})
+	lease, err := client.Acquire(ctx, "jobs/nightly", 10*time.Second)
+	require.NoError(t, err)
+	defer lease.Release(context.Background())
+	writer := lease.Fenced(store)
+	require.NoError(t, writer.Put(ctx, "report", []byte("v1")))
+
+	code, out, _ := ctl(t, env, args("--json", "inspect", "jobs/nightly")...)
+	require.Equal(t, 0, code)
+	var info struct {
+		Name, Owner, Metadata string
+		Held                  bool
+		Token                 int64
+		TTLMs                 int64 `json:"ttl_ms"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &info))
+	require.True(t, info.Held)
+	require.Equal(t, lease.Owner(), info.Owner)
+	require.Equal(t, "host=worker-7 pid=4242", info.Metadata)
+	require.Equal(t, int64(lease.Token()), info.Token)
+	require.True(t, info.TTLMs > 0 && info.TTLMs <= 11000, info.TTLMs)
+	code, out, _ = ctl(t, env, args("inspect", "jobs/nightly")...)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "jobs/nightly: held")
+
+	code, out, _ = ctl(t, env, args("--json", "list", "jobs/")...)
+	require.Equal(t, 0, code)
+	var list []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &list))
+	require.Equal(t, 1, len(list), out)
+	require.Equal(t, "jobs/nightly", list[0]["name"])
+	require.Equal(t, float64(lease.Token()), list[0]["token"])
+
+	code, out, _ = ctl(t, env, args("--json", "fence", "report")...)
+	require.Equal(t, 0, code)
+	var fv map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &fv))
+	require.Equal(t, float64(lease.Token()), fv["fence"])
+	require.Equal(t, true, fv["has_value"])
+
+	code, out, _ = ctl(t, env, args("--json", "watch", "jobs/", "--count", "2", "--interval", "10ms")...)
+	require.Equal(t, 0, code)
+	require.Equal(t, 2, strings.Count(out, `"name":"jobs/nightly"`), out)
+	code, out, _ = ctl(t, env, args("watch", "jobs/", "--count", "1")...)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "jobs/nightly")
+	require.False(t, strings.Contains(out, "WAITERS"), "no queue on NATS, no WAITERS column")
+
+	code, _, errOut := ctl(t, env, args("release", "jobs/nightly", "--fence", "report")...)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--force")
+	code, _, _ = ctl(t, env, args("release", "--force", "jobs/nightly")...)
+	require.Equal(t, 2, code)
+	require.Nil(t, lease.Err(), "the lease must be untouched")
+
+	code, out, _ = ctl(t, env, args("--json", "release", "--force", "jobs/nightly", "--fence", "report")...)
+	require.Equal(t, 0, code)
+	var rv struct {
+		Released bool
+		Fenced   []struct {
+			Key   string
+			Fence int64
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rv))
+	require.True(t, rv.Released)
+	require.Equal(t, 1, len(rv.Fenced))
+	require.Equal(t, int64(lease.Token())+1, rv.Fenced[0].Fence)
+	require.ErrorIs(t, writer.Put(ctx, "report", []byte("late")), fence.ErrStale)
+	select {
+	case <-lease.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the evicted lease did not end")
+	}
+	require.ErrorIs(t, lease.Err(), lock.ErrLost)
+
+	code, _, errOut = ctl(t, env, args("release", "--force", "jobs/nightly", "--no-fence")...)
+	require.Equal(t, 3, code)
+	require.Contains(t, errOut, "free")
+
+	code, _, errOut = ctl(t, env, args("bump", "--by", "1000")...)
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "bump does not apply to NATS")
+	require.Contains(t, errOut, "sync_interval: always")
+}
+
+// TestNatsEnvBuckets: FENCEKIT_NATS_BUCKET names the bucket of the leases,
+// the fenced store is in the same bucket when no store bucket is named, and
+// --prefix and --store-prefix default to the adapter's DefaultPrefix (the
+// bucket is the test's own).
+func TestNatsEnvBuckets(t *testing.T) {
+	urls := natstest.Single(t).URLs()
+	_, js := natstest.Connect(t, urls)
+	bucket := natstest.Bucket(t, js, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	backend, err := fencenats.NewBackend(ctx, js, bucket, nil)
+	require.NoError(t, err)
+	store, err := fencenats.NewStore(ctx, js, bucket, nil)
+	require.NoError(t, err)
+	lease, err := lock.New(backend, nil).Acquire(ctx, "held/a", 10*time.Second)
+	require.NoError(t, err)
+	defer lease.Release(context.Background())
+	require.NoError(t, lease.Fenced(store).Put(ctx, "k", []byte("v")))
+
+	env := map[string]string{"FENCEKIT_NATS_URL": urls[0], "FENCEKIT_NATS_BUCKET": bucket}
+	code, out, _ := ctl(t, env, "--json", "fence", "k")
+	require.Equal(t, 0, code)
+	var fv map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &fv))
+	require.Equal(t, float64(lease.Token()), fv["fence"])
+	code, out, _ = ctl(t, env, "list")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "held/a")
+}
+
+// TestNatsUsage: the NATS backend is chosen by its flag or variable, needs
+// a bucket, and is named when it is missing; a bucket that does not exist
+// is reported.
+func TestNatsUsage(t *testing.T) {
+	code, _, errOut := ctl(t, nil, "--backend", "nats", "inspect", "x")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--backend nats needs --nats-url or FENCEKIT_NATS_URL")
+	code, _, errOut = ctl(t, map[string]string{"FENCEKIT_NATS_URL": "nats://a:1", "FENCEKIT_REDIS_URL": "redis://b"}, "inspect", "x")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "choose one with --backend")
+	code, _, errOut = ctl(t, map[string]string{"FENCEKIT_NATS_URL": "nats://a:1"}, "inspect", "x")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "--backend nats needs --nats-bucket or FENCEKIT_NATS_BUCKET")
+	code, _, errOut = ctl(t, map[string]string{"FENCEKIT_NATS_URL": "nats://a:1"}, "inspect", "x", "--nats-bucket")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "flag needs an argument: -nats-bucket")
+
+	urls := natstest.Single(t).URLs()
+	code, _, errOut = ctl(t, map[string]string{"FENCEKIT_NATS_URL": urls[0]}, "--nats-bucket", "no_such_bucket", "inspect", "x")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, `bucket "no_such_bucket" does not exist`)
+}
+
+// TestTakeBucketFlags: the bucket flags are taken out of the command line
+// in every form the flag package accepts, anywhere before a "--", and the
+// rest is left in order for fencectl.
+func TestTakeBucketFlags(t *testing.T) {
+	var b bucketNames
+	rest, err := takeBucketFlags([]string{"-nats-bucket", "a", "--json", "list", "--nats-store-bucket=s", "jobs/", "--", "--nats-bucket", "x"}, &b)
+	require.NoError(t, err)
+	require.Equal(t, bucketNames{lock: "a", store: "s"}, b)
+	require.Equal(t, []string{"--json", "list", "jobs/", "--", "--nats-bucket", "x"}, rest)
+	b = bucketNames{lock: "from-env"}
+	rest, err = takeBucketFlags([]string{"--nats-bucket=b", "inspect", "n"}, &b)
+	require.NoError(t, err)
+	require.Equal(t, "b", b.lock)
+	require.Equal(t, []string{"inspect", "n"}, rest)
+	_, err = takeBucketFlags([]string{"inspect", "n", "-nats-store-bucket"}, &b)
+	require.ErrorContains(t, err, "flag needs an argument: -nats-store-bucket")
+}
