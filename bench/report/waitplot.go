@@ -169,7 +169,7 @@ func WaitSVG(series []WaitSeries) string {
 	fmt.Fprintf(&s, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(&s, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
 	fmt.Fprintf(&s, `<text x="%d" y="22" font-size="14" font-weight="bold">%s</text>`+"\n", left-50,
-		esc("Contention: wait for the lock against W workers on one key (hold 10 ms; log scales; lower is better)"))
+		esc("Contention: wait for the lock against W workers on one key (log scales; lower is better)"))
 
 	panel := func(x0 int, title, class string, value func(WaitPoint) float64) {
 		xOf := func(w float64) float64 {
@@ -223,7 +223,7 @@ func WaitSVG(series []WaitSeries) string {
 		}
 	}
 	panel(left, "longest wait (hollow: at least, cut by the run's end)", "max", func(p WaitPoint) float64 { return p.Max })
-	panel(left+panelW+gap, "p99 wait (etcd rows: not recorded)", "p99", func(p WaitPoint) float64 { return p.P99 })
+	panel(left+panelW+gap, "p99 wait (rows with no p99 recorded are left out)", "p99", func(p WaitPoint) float64 { return p.P99 })
 
 	y := top
 	for _, sr := range series {
