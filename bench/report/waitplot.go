@@ -223,7 +223,7 @@ func WaitSVG(series []WaitSeries) string {
 		}
 	}
 	panel(left, "longest wait (hollow: at least, cut by the run's end)", "max", func(p WaitPoint) float64 { return p.Max })
-	panel(left+panelW+gap, "p99 wait (rows with no p99 recorded are left out)", "p99", func(p WaitPoint) float64 { return p.P99 })
+	panel(left+panelW+gap, "p99 wait (where recorded)", "p99", func(p WaitPoint) float64 { return p.P99 })
 
 	y := top
 	for _, sr := range series {
