@@ -49,6 +49,10 @@ type Target struct {
 	// List returns the held locks whose names start with prefix, sorted
 	// by name.
 	List func(ctx context.Context, prefix string) ([]lock.Info, error)
+	// Waiters counts, for each of names in order, the waiters standing
+	// in its lock's queue; watch shows them as WAITERS. nil where the
+	// backend has no queue to read.
+	Waiters func(ctx context.Context, names []string) ([]int64, error)
 	// NoBump says why bump does not apply.
 	NoBump string
 	// Close releases the connections.
@@ -71,5 +75,5 @@ func openKind(ctx context.Context, k Kind, c *config) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &target{kind: k.Name, backend: t.Backend, store: t.Store, list: t.List, noBump: t.NoBump, close: t.Close}, nil
+	return &target{kind: k.Name, backend: t.Backend, store: t.Store, list: t.List, waiters: t.Waiters, noBump: t.NoBump, close: t.Close}, nil
 }

@@ -3,7 +3,13 @@
 // configuration, on every row of package contention, and prints a markdown
 // table with the targets judged per row.
 //
-//	cd bench && go run ./cmd/contention [-dur 3s] [-hold 10ms] [-workers 2,8,32] [-redis-addr host:port] [-postgres-url URL] [-mysql-dsn DSN] [-run REGEXP]
+//	cd bench && go run ./cmd/contention [-dur 3s] [-hold 10ms] [-workers 2,8,32] [-redis-addr host:port] [-postgres-url URL] [-mysql-dsn DSN] [-run REGEXP] [-svg FILE] [-csv FILE]
+//	cd bench && go run ./cmd/contention -plot-from ../docs/contention-wait.csv -svg ../docs/contention-wait.svg
+//
+// -svg writes the plot of p99 and longest wait against W, one line per
+// row (report.WaitSVG), and -csv the figures it is drawn from; with
+// -plot-from it draws the plot from such a CSV (docs/contention-wait.csv
+// holds the figures of docs/benchmarks.md) without running anything.
 //
 // Without -redis-addr it starts a throwaway redis-server on a free loopback
 // port (so that the command counts are its own) and stops it at the end;
@@ -28,6 +34,7 @@ import (
 
 	"github.com/fencekit/fencekit/bench/contention"
 	"github.com/fencekit/fencekit/bench/internal/servers"
+	"github.com/fencekit/fencekit/bench/report"
 )
 
 func main() {
@@ -38,7 +45,29 @@ func main() {
 	pgURL := flag.String("postgres-url", "", "a PostgreSQL to use (default: a throwaway server; \"off\": no PostgreSQL rows)")
 	mysqlDSN := flag.String("mysql-dsn", "", "a MariaDB or MySQL (go-sql-driver DSN) for the MariaDB rows (default: none)")
 	run := flag.String("run", "", "only the rows whose name matches this regexp")
+	svgOut := flag.String("svg", "", "write the plot of wait against W to this file")
+	csvOut := flag.String("csv", "", "write the figures of the plot to this file")
+	plotFrom := flag.String("plot-from", "", "draw -svg from this CSV of figures and run nothing")
 	flag.Parse()
+
+	if *plotFrom != "" {
+		if *svgOut == "" {
+			log.Fatal("-plot-from needs -svg")
+		}
+		f, err := os.Open(*plotFrom)
+		if err != nil {
+			log.Fatal(err)
+		}
+		series, err := report.ReadWaitCSV(f)
+		_ = f.Close()
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := os.WriteFile(*svgOut, []byte(report.WaitSVG(series)), 0o644); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 
 	var workers []int
 	for _, f := range strings.Split(*workersFlag, ",") {
@@ -97,10 +126,12 @@ func main() {
 	fmt.Printf("hold %v, %v per configuration, GOMAXPROCS %s, load %s\n\n", *hold, *dur, os.Getenv("GOMAXPROCS"), loadavg())
 	fmt.Println("| row | W | acq/s | wait p50 | wait p99 | wait max | handoff p50 | handoff p99 | per worker min–max | CV | server work/acq | longest-wait target |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+	var series []report.WaitSeries
 	for _, row := range rows {
 		if !only.MatchString(row.Name) {
 			continue
 		}
+		series = append(series, report.WaitSeries{Row: row.Name})
 		for i, w := range workers {
 			name := fmt.Sprintf("contention:%d:%d:%d", time.Now().UnixNano(), i, w)
 			r, err := contention.Run(ctx, row, name, w, *hold, *dur)
@@ -113,9 +144,12 @@ func main() {
 				verdict = "missed"
 			}
 			maxWait := ms(r.WaitMax)
-			if r.Unfinished > 0 && r.WaitMax >= *dur/2 {
+			cut := r.Unfinished > 0 && r.WaitMax >= *dur/2
+			if cut {
 				maxWait = "≥" + maxWait // a wait the run's end cut short
 			}
+			last := &series[len(series)-1]
+			last.Points = append(last.Points, report.WaitPoint{W: w, P99: msf(r.WaitP99), Max: msf(r.WaitMax), MaxCut: cut})
 			cmds := "–"
 			if !math.IsNaN(r.CommandsPerAcquisition) {
 				cmds = fmt.Sprintf("%.1f", r.CommandsPerAcquisition)
@@ -130,7 +164,27 @@ func main() {
 				ms(target), verdict, errs)
 		}
 	}
+	if *csvOut != "" {
+		f, err := os.Create(*csvOut)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := report.WriteWaitCSV(f, series); err != nil {
+			log.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if *svgOut != "" {
+		if err := os.WriteFile(*svgOut, []byte(report.WaitSVG(series)), 0o644); err != nil {
+			log.Fatal(err)
+		}
+	}
 }
+
+// msf is d in milliseconds, at least 0.01 (a log scale has no 0).
+func msf(d time.Duration) float64 { return max(float64(d)/float64(time.Millisecond), 0.01) }
 
 func ms(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 2, 64) + " ms"

@@ -57,6 +57,7 @@ func openEtcd(ctx context.Context, endpoints, prefix, storePrefix string) (*fenc
 		Backend: b,
 		Store:   fenceetcd.NewStore(cl, &fenceetcd.StoreOptions{Prefix: storePrefix}),
 		List:    b.List,
+		Waiters: b.Waiters,
 		NoBump:  etcdNoBump,
 		Close:   func() { _ = cl.Close() },
 	}, nil

@@ -142,3 +142,54 @@ func TestEtcdUsage(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "choose one with --backend")
 }
+
+// TestEtcdWatchWaiters: on etcd, which queues waiters, watch counts the
+// waiter standing in line for a held lock, in --json and in the WAITERS
+// column, and counts 0 for a lock nobody waits for.
+func TestEtcdWatchWaiters(t *testing.T) {
+	eps := etcdtest.Endpoints(t)
+	cl, err := etcdtest.NewClient(eps)
+	require.NoError(t, err)
+	defer cl.Close()
+	prefix := testkit.Namespace(t) + "/"
+	backend := fenceetcd.NewBackend(cl, &fenceetcd.BackendOptions{Prefix: prefix})
+	env := map[string]string{"FENCEKIT_ETCD_ENDPOINTS": strings.Join(eps, ",")}
+	args := func(a ...string) []string { return append([]string{"--prefix", prefix}, a...) }
+	ctx := testkit.Context(t)
+	const ttl, place = 20 * time.Second, 20 * time.Second
+
+	_, err = backend.AcquireOrEnqueue(ctx, "q/a", testkit.Owner(t), ttl, place)
+	require.NoError(t, err)
+	_, err = backend.AcquireOrEnqueue(ctx, "q/b", testkit.Owner(t), ttl, place)
+	require.NoError(t, err)
+	// The place stays in line for its place TTL after the refusal.
+	_, err = backend.AcquireOrEnqueue(ctx, "q/a", testkit.Owner(t), ttl, place)
+	require.ErrorIs(t, err, lock.ErrHeld)
+
+	code, out, _ := ctl(t, env, args("--json", "watch", "q/", "--count", "1")...)
+	require.Equal(t, 0, code)
+	var v struct {
+		Locks []struct {
+			Name    string
+			Waiters *int64
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &v))
+	require.Equal(t, 2, len(v.Locks), out)
+	require.Equal(t, "q/a", v.Locks[0].Name)
+	require.NotNil(t, v.Locks[0].Waiters)
+	require.Equal(t, int64(1), *v.Locks[0].Waiters)
+	require.NotNil(t, v.Locks[1].Waiters)
+	require.Equal(t, int64(0), *v.Locks[1].Waiters)
+
+	code, out, _ = ctl(t, env, args("watch", "q/", "--count", "1")...)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "WAITERS")
+	var rowA string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "q/a") {
+			rowA = line
+		}
+	}
+	require.True(t, strings.HasSuffix(strings.TrimSpace(rowA), " 1"), rowA)
+}
