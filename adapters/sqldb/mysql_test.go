@@ -57,10 +57,16 @@ func TestKeysByteExact(t *testing.T) {
 
 			b := sqldb.NewBackend(db, s.d, opts)
 			owner := testkit.Owner(t)
-			for _, name := range []string{"Lock", "lock", "lock ", long} {
+			// Distinct names are distinct rows: each gets a new row's
+			// first token (the floor row's plus one).
+			var first fence.Token
+			for i, name := range []string{"Lock", "lock", "lock ", long} {
 				tok, err := b.Acquire(ctx, name, owner, time.Minute)
 				require.NoError(t, err)
-				require.Equal(t, fence.Token(1), tok)
+				if i == 0 {
+					first = tok
+				}
+				require.Equal(t, first, tok, "name %q", name)
 			}
 		})
 	}
@@ -295,13 +301,13 @@ func TestBackendDatabaseClock(t *testing.T) {
 	// A short lease expires by the server's clock, and the next holder's
 	// token is higher.
 	require.NoError(t, bE.Release(ctx, "l", a))
-	_, err = bE.Acquire(ctx, "short", a, 50*time.Millisecond)
+	short, err := bE.Acquire(ctx, "short", a, 50*time.Millisecond)
 	require.NoError(t, err)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		tok2, err := bW.Acquire(ctx, "short", b, time.Minute)
 		if err == nil {
-			require.Equal(t, fence.Token(2), tok2)
+			require.Equal(t, short+1, tok2)
 			break
 		}
 		require.ErrorIs(t, err, lock.ErrHeld)

@@ -112,6 +112,14 @@ func MigrateSQL(d Dialect, opts *Options) ([]string, error) {
 				"    `expires_at` DATETIME(6) NULL,\n"+
 				"    `metadata`   VARBINARY(1024) NULL\n"+
 				") ENGINE=InnoDB ROW_FORMAT=DYNAMIC", leases),
+			// The floor row (name ''), which a new lease row's token is
+			// read from (see NewBackend), exists from the start: InnoDB
+			// reads it under a shared lock, and when it is missing that
+			// lock covers the gap where the first names go, so that two
+			// acquirers of new names deadlock inserting into it. With
+			// the row there, the lock is on that one record, below every
+			// name. Its token 1 means a name's first token is 2.
+			fmt.Sprintf("INSERT INTO %s (`name`, `token`) VALUES ('', 1) ON DUPLICATE KEY UPDATE `token` = `token`", leases),
 			queueTableSQL(d, queue),
 		}, nil
 	}
