@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/pgqueue"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -71,7 +72,10 @@ func NewBackend(pool Pool, opts *Options) *Backend {
 	if err != nil {
 		return &Backend{err: err}
 	}
-	acquireQueued, release, leave := queueStatements(table, queue)
+	// The statements that adapters/sqldb sends too (one line on a shared
+	// table); pgx sends a TTL as an interval.
+	q := pgqueue.Build(table, queue, "$3::interval", "$5::interval", "$6")
+	acquireQueued, release, leave := q.Acquire, q.Release, q.Leave
 	return &Backend{
 		acquireQueued: acquireQueued,
 		release:       release,
@@ -198,7 +202,7 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 	// One statement: the token stays (the next holder gets token+1),
 	// expires_at keeps the release time, from which Sweep measures
 	// idleness, and the first waiter in line is notified (see
-	// queueStatements).
+	// internal/pgqueue).
 	var released, notified int64
 	if err := b.db.QueryRow(ctx, b.release, name, owner).Scan(&released, &notified); err != nil {
 		err = wrapTableErr(b.table, fixMigrate, fmt.Sprintf("release %q", name), err)

@@ -59,6 +59,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/pgqueue"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -207,7 +208,7 @@ CREATE TABLE IF NOT EXISTS %s (
     expires_at timestamptz,
     metadata   text
 );
-`, migrateLockKey, store, leases) + queueSQL(queue) + upgradeSQL(leases), nil
+`, migrateLockKey, store, leases) + pgqueue.Table(queue) + ";\n" + upgradeSQL(leases), nil
 }
 
 // Migrate creates the store and lease tables if they do not exist, and adds

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/pgqueue"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -52,14 +53,7 @@ func queueTableSQL(d Dialect, queue string) string {
 			"    PRIMARY KEY (`name`, `owner`)\n"+
 			") ENGINE=InnoDB ROW_FORMAT=DYNAMIC", queue)
 	}
-	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
-    name       text COLLATE "C" NOT NULL,
-    owner      text NOT NULL,
-    queued_at  timestamptz NOT NULL,
-    expires_at timestamptz NOT NULL,
-    channel    text,
-    PRIMARY KEY (name, owner)
-)`, queue)
+	return pgqueue.Table(queue)
 }
 
 // queueSQL holds the statements of queued waiting.
@@ -137,71 +131,18 @@ func mysqlQueueSQL(leases, queue string) queueSQL {
 }
 
 func postgresQueueSQL(leases, queue string) queueSQL {
-	// The statements of adapters/postgres (see its queueStatements), the
-	// TTLs passed as microseconds. $1 name, $2 owner, $3 ttl, $4 metadata,
-	// $5 place TTL; the channel is NULL: these waiters poll.
-	ahead := fmt.Sprintf(`SELECT count(*) AS n FROM %[1]s w
-    LEFT JOIN %[1]s m ON m.name = w.name AND m.owner = $2 AND m.expires_at > statement_timestamp()
-    WHERE w.name = $1 AND w.owner <> $2 AND w.expires_at > statement_timestamp()
-      AND (m.owner IS NULL OR (w.queued_at, w.owner) < (m.queued_at, m.owner))`, queue)
-	acquire := fmt.Sprintf(`WITH gone AS (
-    DELETE FROM %[2]s WHERE name = $1 AND owner <> $2 AND expires_at <= statement_timestamp()
-), ahead AS (
-    %[3]s
-), taken AS (
-    INSERT INTO %[1]s AS l (name, owner, token, expires_at, metadata)
-    VALUES ($1, $2, coalesce((SELECT token FROM %[1]s WHERE name = ''), 0) + 1,
-            statement_timestamp() + $3 * interval '1 microsecond', NULLIF($4::text, ''))
-    ON CONFLICT (name) DO UPDATE SET
-        owner = EXCLUDED.owner,
-        token = CASE WHEN l.owner = EXCLUDED.owner AND l.expires_at > statement_timestamp()
-                     THEN l.token ELSE l.token + 1 END,
-        expires_at = EXCLUDED.expires_at,
-        metadata = EXCLUDED.metadata
-    WHERE (l.owner = EXCLUDED.owner AND l.expires_at > statement_timestamp())
-       OR ((l.owner IS NULL OR l.expires_at <= statement_timestamp()) AND (SELECT n FROM ahead) = 0)
-    RETURNING l.token
-), left_queue AS (
-    DELETE FROM %[2]s WHERE name = $1 AND owner = $2 AND EXISTS (SELECT 1 FROM taken)
-), placed AS (
-    INSERT INTO %[2]s AS w (name, owner, queued_at, expires_at, channel)
-    SELECT $1, $2, clock_timestamp(), statement_timestamp() + $5 * interval '1 microsecond', NULL
-    WHERE NOT EXISTS (SELECT 1 FROM taken)
-    ON CONFLICT (name, owner) DO UPDATE SET
-        queued_at = CASE WHEN w.expires_at <= statement_timestamp() THEN EXCLUDED.queued_at ELSE w.queued_at END,
-        expires_at = EXCLUDED.expires_at,
-        channel = NULL
-)
-SELECT token, NULL::bigint, 0::bigint FROM taken
-UNION ALL
-SELECT NULL, (SELECT floor(extract(epoch FROM h.expires_at - clock_timestamp()) * 1000000)::bigint
-              FROM %[1]s h WHERE h.name = $1 AND h.owner IS NOT NULL),
-       (SELECT n FROM ahead)
-WHERE NOT EXISTS (SELECT 1 FROM taken)`, leases, queue, ahead)
-	first := fmt.Sprintf(`SELECT w.channel, length(w.owner)::text || ':' || w.owner || w.name AS payload
-        FROM %s w WHERE w.name = $1 AND w.owner <> $2 AND w.expires_at > statement_timestamp()
-        ORDER BY w.queued_at, w.owner LIMIT 1`, queue)
+	// The statements of adapters/postgres (one line on a shared table),
+	// the TTLs passed as microseconds. These waiters poll: their places
+	// name no channel.
+	q := pgqueue.Build(leases, queue, "$3 * interval '1 microsecond'", "$5 * interval '1 microsecond'", "NULL")
 	return queueSQL{
-		acquire: acquire,
+		acquire: q.Acquire,
 		// $1 name, $2 owner.
 		poll: fmt.Sprintf(`SELECT (SELECT token FROM %[1]s WHERE name = $1),
     (SELECT count(*) FROM %[1]s WHERE name = $1 AND owner IS NOT NULL AND expires_at > statement_timestamp()),
-    (%[2]s)`, leases, ahead),
-		release: fmt.Sprintf(`WITH released AS (
-    UPDATE %[1]s SET owner = NULL, expires_at = statement_timestamp(), metadata = NULL
-    WHERE name = $1 AND owner = $2 AND expires_at > statement_timestamp()
-    RETURNING name
-)
-SELECT (SELECT count(*) FROM released),
-       (SELECT count(*) FROM (SELECT pg_notify(f.channel, f.payload) FROM (%[2]s) f
-            WHERE f.channel IS NOT NULL AND EXISTS (SELECT 1 FROM released)) n)`, leases, first),
-		leave: fmt.Sprintf(`WITH gone AS (
-    DELETE FROM %[2]s WHERE name = $1 AND owner = $2 RETURNING 1
-)
-SELECT count(*) FROM (SELECT pg_notify(f.channel, f.payload) FROM (%[3]s) f
-    WHERE f.channel IS NOT NULL AND EXISTS (SELECT 1 FROM gone)
-      AND NOT EXISTS (SELECT 1 FROM %[1]s h WHERE h.name = $1 AND h.owner IS NOT NULL
-                      AND h.expires_at > statement_timestamp())) n`, leases, queue, first),
+    (%[2]s)`, leases, q.Ahead),
+		release: q.Release,
+		leave:   q.Leave,
 	}
 }
 
