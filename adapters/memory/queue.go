@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/wake"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -72,7 +73,7 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 }
 
 func newPlace(owner string) *place {
-	return &place{owner: owner, wake: make(chan struct{}, 1)}
+	return &place{owner: owner, wake: wake.NewBox()}
 }
 
 // AwaitTurn blocks until owner is woken (the lock was released, or owner
@@ -83,31 +84,17 @@ func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Du
 		return err
 	}
 	b.mu.Lock()
-	var wake chan struct{}
+	var box chan struct{}
 	for _, p := range b.queues[name] {
 		if p.owner == owner {
-			wake = p.wake
+			box = p.wake
 		}
 	}
 	b.mu.Unlock()
-	if wake == nil {
+	if box == nil {
 		return ctx.Err()
 	}
-	select {
-	case <-wake: // a wake-up that came first counts, even when max is 0
-		return nil
-	default:
-	}
-	timer := time.NewTimer(max)
-	defer timer.Stop()
-	select {
-	case <-wake:
-		return nil
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return wake.Wait(ctx, box, max)
 }
 
 // LeaveQueue removes owner's place from name's queue, waking the next
@@ -174,8 +161,5 @@ func (b *Backend) wakeFirst(name string, now time.Time) {
 	if _, held := b.live(name, now); held {
 		return
 	}
-	select {
-	case q[0].wake <- struct{}{}:
-	default: // a wake-up is already pending
-	}
+	wake.Post(q[0].wake)
 }

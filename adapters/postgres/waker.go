@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fencekit/fencekit/internal/wake"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -53,7 +54,7 @@ func (w *waker) open(box string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if _, ok := w.boxes[box]; !ok {
-		w.boxes[box] = make(chan struct{}, 1)
+		w.boxes[box] = wake.NewBox()
 	}
 	if w.idle != nil {
 		w.idle.Stop()
@@ -82,10 +83,10 @@ func (w *waker) await(ctx context.Context, box string, max time.Duration) error 
 	ch, listening := w.boxes[box], w.listening
 	w.mu.Unlock()
 	if ch == nil || w.channel == "" {
-		return pause(ctx, nil, max) // nothing can wake it: wait for the renewal
+		return wake.Wait(ctx, nil, max) // nothing can wake it: wait for the renewal
 	}
 	if listening {
-		return pause(ctx, ch, max)
+		return wake.Wait(ctx, ch, max)
 	}
 	w.start.Lock()
 	defer w.start.Unlock()
@@ -152,10 +153,7 @@ func (w *waker) dispatch(ctx context.Context, conn *pgx.Conn) {
 		}
 		w.mu.Lock()
 		if box := w.boxes[n.Payload]; box != nil {
-			select {
-			case box <- struct{}{}:
-			default: // a wake-up is already waiting
-			}
+			wake.Post(box)
 		}
 		w.mu.Unlock()
 	}
@@ -170,23 +168,4 @@ func (w *waker) stopIdle() {
 		return
 	}
 	w.stop()
-}
-
-// pause waits for ch (nil: never), max or the end of ctx.
-func pause(ctx context.Context, ch <-chan struct{}, max time.Duration) error {
-	select {
-	case <-ch: // a wake-up that came first counts, even when max is 0
-		return nil
-	default:
-	}
-	t := time.NewTimer(max)
-	defer t.Stop()
-	select {
-	case <-ch:
-		return nil
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

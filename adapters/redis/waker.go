@@ -7,6 +7,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/fencekit/fencekit/internal/wake"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -65,7 +66,7 @@ func (w *waker) open(box string) {
 	if _, ok := w.boxes[box]; ok {
 		return
 	}
-	w.boxes[box] = make(chan struct{}, 1)
+	w.boxes[box] = wake.NewBox()
 	if w.idle != nil {
 		w.idle.Stop()
 		w.idle = nil
@@ -93,7 +94,7 @@ func (w *waker) await(ctx context.Context, box string, max time.Duration) error 
 	ch := w.boxes[box]
 	if ch == nil || w.sub == nil {
 		w.mu.Unlock()
-		return pause(ctx, nil, max) // nothing can wake it: wait for the renewal
+		return wake.Wait(ctx, nil, max) // nothing can wake it: wait for the renewal
 	}
 	subscribe := !w.sent
 	if subscribe {
@@ -115,28 +116,9 @@ func (w *waker) await(ctx context.Context, box string, max time.Duration) error 
 		}
 	}
 	if !confirmed {
-		return pause(ctx, ready, max)
+		return wake.Wait(ctx, ready, max)
 	}
-	return pause(ctx, ch, max)
-}
-
-// pause waits for ch (nil: never), max or the end of ctx.
-func pause(ctx context.Context, ch <-chan struct{}, max time.Duration) error {
-	select {
-	case <-ch: // a wake-up that came first counts, even when max is 0
-		return nil
-	default:
-	}
-	t := time.NewTimer(max)
-	defer t.Stop()
-	select {
-	case <-ch:
-		return nil
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return wake.Wait(ctx, ch, max)
 }
 
 // dispatch hands each message to its mailbox and marks the subscription
@@ -155,10 +137,7 @@ func (w *waker) dispatch(ps *goredis.PubSub, msgs <-chan any) {
 				}
 			case *goredis.Message:
 				if box := w.boxes[m.Payload]; box != nil {
-					select {
-					case box <- struct{}{}:
-					default: // a wake-up is already waiting
-					}
+					wake.Post(box)
 				}
 			}
 		}
