@@ -220,12 +220,8 @@ func checkQueueSkipsDeadWaiter(ctx context.Context, b lock.Backend, ns string) e
 		return err
 	}
 	name, h, dead := ns+"l", owner(), owner()
-	if _, err := acquire(ctx, b, name, h, longTTL); err != nil {
-		return err
-	}
 	// A waiter that queues once and never renews: a crashed process.
-	_, err = q.AcquireOrEnqueue(ctx, name, dead, longTTL, deadPlaceTTL)
-	if err := expectIs("AcquireOrEnqueue of a held lock", err, lock.ErrHeld); err != nil {
+	if err := holdAndQueue(ctx, b, q, name, h, dead, deadPlaceTTL); err != nil {
 		return err
 	}
 	w, err := startWaiter(ctx, b, name, livePlaceTTL, nil)
@@ -357,12 +353,8 @@ func checkAwaitTurnContext(ctx context.Context, b lock.Backend, ns string) error
 		return err
 	}
 	name, h, a := ns+"l", owner(), owner()
-	if _, err := acquire(ctx, b, name, h, longTTL); err != nil {
-		return err
-	}
 	defer b.Release(context.WithoutCancel(ctx), name, h)
-	_, err = q.AcquireOrEnqueue(ctx, name, a, longTTL, queuePlaceTTL)
-	if err := expectIs("AcquireOrEnqueue of a held lock", err, lock.ErrHeld); err != nil {
+	if err := holdAndQueue(ctx, b, q, name, h, a, queuePlaceTTL); err != nil {
 		return err
 	}
 	defer q.LeaveQueue(context.WithoutCancel(ctx), name, a)
@@ -397,11 +389,7 @@ func checkQueueLeaveWakesNext(ctx context.Context, b lock.Backend, ns string) er
 		return err
 	}
 	name, h, first := ns+"l", owner(), owner()
-	if _, err := acquire(ctx, b, name, h, longTTL); err != nil {
-		return err
-	}
-	_, err = q.AcquireOrEnqueue(ctx, name, first, longTTL, queuePlaceTTL)
-	if err := expectIs("AcquireOrEnqueue of a held lock", err, lock.ErrHeld); err != nil {
+	if err := holdAndQueue(ctx, b, q, name, h, first, queuePlaceTTL); err != nil {
 		return err
 	}
 	next, err := startWaiter(ctx, b, name, queuePlaceTTL, nil)
@@ -431,11 +419,7 @@ func checkQueueKeepsEarlyWakeUp(ctx context.Context, b lock.Backend, ns string) 
 		return err
 	}
 	name, h, a := ns+"l", owner(), owner()
-	if _, err := acquire(ctx, b, name, h, longTTL); err != nil {
-		return err
-	}
-	_, err = q.AcquireOrEnqueue(ctx, name, a, longTTL, queuePlaceTTL)
-	if err := expectIs("AcquireOrEnqueue of a held lock", err, lock.ErrHeld); err != nil {
+	if err := holdAndQueue(ctx, b, q, name, h, a, queuePlaceTTL); err != nil {
 		return err
 	}
 	defer q.LeaveQueue(context.WithoutCancel(ctx), name, a)
@@ -458,4 +442,14 @@ func checkQueueKeepsEarlyWakeUp(ctx context.Context, b lock.Backend, ns string) 
 		return fmt.Errorf("AcquireOrEnqueue by the woken first in line: %w", err)
 	}
 	return first(expectHolder(ctx, b, name, a, tok), b.Release(ctx, name, a))
+}
+
+// holdAndQueue takes name for holder and puts waiter in line behind it
+// with a place of place: how most queue checks begin.
+func holdAndQueue(ctx context.Context, b lock.Backend, q lock.QueueBackend, name, holder, waiter string, place time.Duration) error {
+	if _, err := acquire(ctx, b, name, holder, longTTL); err != nil {
+		return err
+	}
+	_, err := q.AcquireOrEnqueue(ctx, name, waiter, longTTL, place)
+	return expectIs("AcquireOrEnqueue of a held lock", err, lock.ErrHeld)
 }
