@@ -39,9 +39,10 @@ func dialJS(t *testing.T, url string, dial faultproxy.DialFunc) jetstream.JetStr
 // proxy between the client and one server, on the shared single node and on
 // the shared three-node cluster with an R3 bucket.
 //
-// A Store write, and an Acquire of a name the Backend has not seen, are two
-// requests: a read of the key on the stream's leader, then the conditional
-// publish. JetStream cannot compare a header's value on the server, so a
+// A Store write on a key another client wrote last (the kits' newer holder
+// writes the key first), and an Acquire of a name the Backend has not seen,
+// are two requests: a read of the key on the stream's leader, then the
+// conditional publish. JetStream cannot compare a header's value on the server, so a
 // fenced write on a key another client wrote cannot be one request. The
 // lost-reply checks therefore let the read's reply through and lose the
 // publish's (RequestsBeforeWrite, RequestsBeforeAcquire: nats.go sends each
