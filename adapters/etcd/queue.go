@@ -257,6 +257,17 @@ const takeAttempts = 3
 // its place in three (Txn, LeaseGrant, Txn), one Raft write fewer than
 // through Acquire's path, and when the lock turns out free it takes it in
 // one request more than Acquire.
+//
+// A waiter whose AwaitTurn granted the lease of its acquisition ahead (it
+// was first in line behind a holder, see AwaitTurn) takes the lock after
+// the release with that lease: one Txn and a KeepAlive sent alongside it
+// (renewing the lease from this call on, without a Raft write), instead of
+// a LeaseGrant and the Txn. A waiter behind another one whose AwaitTurn ran
+// out with the Backend's watch of the line showing the place ahead of it
+// still there renews its place with one KeepAlive, without reading the
+// line: if that place went in the instant before (an event not yet
+// delivered), the call answers ErrHeld from that view, and the waiter's
+// next AwaitTurn returns at once.
 func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, place time.Duration) (fence.Token, error) {
 	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
 	if err != nil {
@@ -338,9 +349,10 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 		}
 	}
 	// The lease granted ahead while owner was first in line, when it is
-	// still young: the acquisition then needs no LeaseGrant, and renews
-	// the lease (a KeepAlive, no Raft write) once it holds the lock, so
-	// that the lock lasts ttl from now.
+	// still young: the acquisition then needs no LeaseGrant. It renews the
+	// lease (a KeepAlive, no Raft write) alongside the Txn, sent after this
+	// call began, so that the lock lasts ttl from now without a round trip
+	// more in the handoff.
 	lease, ahead := clientv3.NoLease, false
 	pre, ok := b.waits.takePre(name, owner)
 	if ok {
@@ -350,7 +362,18 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 			b.revoke(ctx, pre.id)
 		}
 	}
-	if !ahead {
+	type renewal struct {
+		sent time.Time
+		err  error
+	}
+	renewed := make(chan renewal, 1)
+	if ahead {
+		go func() {
+			sent := time.Now()
+			_, err := b.client.KeepAliveOnce(ctx, lease)
+			renewed <- renewal{sent, err}
+		}()
+	} else {
 		var err error
 		if lease, err = b.grant(ctx, ttl); err != nil {
 			return 0, opError(ctx, "acquire", name, err)
@@ -359,15 +382,23 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 	took := func(tok fence.Token) (fence.Token, error) {
 		b.dropWait(ctx, name, owner, lease)
 		if ahead {
-			if _, err := b.client.KeepAliveOnce(ctx, lease); err != nil {
-				return 0, opError(ctx, "acquire", name, err)
+			if r := <-renewed; r.err != nil {
+				return 0, opError(ctx, "acquire", name, r.err)
 			}
 		}
 		return tok, nil
 	}
-	// keep puts the lease granted ahead back, for owner's next call.
+	// keep puts the lease granted ahead back, renewed, for owner's next
+	// call.
 	keep := func() {
-		if ahead && !b.waits.endPreAgain(name, owner, pre) {
+		if !ahead {
+			return
+		}
+		r := <-renewed
+		if r.err == nil {
+			pre.at = r.sent
+		}
+		if r.err != nil || !b.waits.endPreAgain(name, owner, pre) {
 			b.revoke(ctx, lease)
 		}
 	}
@@ -395,9 +426,7 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 			readLine,
 		)).Commit()
 	if err != nil {
-		if !ahead || !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			keep()
-		}
+		keep()
 		return 0, opError(ctx, "acquire", name, err)
 	}
 	if resp.Succeeded {
@@ -569,7 +598,7 @@ func (b *Backend) held(ctx context.Context, name, owner string, ttl time.Duratio
 // line and waits on, for the new place ahead or, when owner is now first,
 // for the lock key; it then grants the lease of owner's coming acquisition
 // ahead (one LeaseGrant, in the background), so that the acquisition after
-// the release is one Txn and a KeepAlive. A deletion that happened before
+// the release is one Txn and a KeepAlive sent alongside. A deletion that happened before
 // the watches began is caught by the read at the revision where they began,
 // so no wake-up is lost.
 //
@@ -625,7 +654,8 @@ func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Du
 // owner waits for, now that it is first in line: the acquisition after the
 // release then takes the lock in one Txn (one Raft write, as etcd's own
 // Mutex) instead of a LeaseGrant and a Txn, and renews the lease with one
-// KeepAlive (no Raft write) so that the lock lasts its TTL from then. A
+// KeepAlive (no Raft write) sent alongside the Txn, so that the lock lasts
+// its TTL from then. A
 // lease nobody used is revoked when owner takes the lock with another,
 // leaves, or stops waiting, and otherwise lapses at the end of its TTL; it
 // never holds a key before its acquisition.
