@@ -43,6 +43,8 @@ type Backend struct {
 	// lines are the line watches of the names its waiters wait on (see
 	// AwaitTurn).
 	lines lines
+	// spares are place leases kept for reuse (see spareLease).
+	spares spares
 }
 
 // NewBackend returns a Backend that keeps its leases in client, normally a

@@ -35,9 +35,10 @@ func pollFor(t *testing.T, what string, cond func() bool) {
 // (no request but the LeaseGrant of its own lease ahead, in the background;
 // its AwaitTurn does not return) cost 4 requests in all. The lock taken
 // with a lease granted ahead lasts its TTL from the acquisition (the
-// KeepAlive renewed it), and its token is above the last one. A waiter
-// further back whose AwaitTurn runs out renews its place with one
-// KeepAlive; and when the line moved meanwhile, its next AwaitTurn returns
+// KeepAlive renewed it), and its token is above the last one. The lease of
+// the place that acquisition deleted is reused, renewed, for the next place
+// made (the waiter's own still: no other key on it). A waiter further back
+// whose AwaitTurn runs out renews its place with one KeepAlive; and when the line moved meanwhile, its next AwaitTurn returns
 // at once and it takes the lock.
 func TestQueueHandoffRoundTrips(t *testing.T) {
 	cl, c := countingClient(t)
@@ -68,6 +69,10 @@ func TestQueueHandoffRoundTrips(t *testing.T) {
 	sWoke := await(sctx, s, time.Minute)
 	pollFor(t, "both waiters on the line watch", func() bool { return fenceetcd.Awaiting(b, "l") == 2 })
 
+	aPlace, err := cl.Get(ctx, b.PlaceKey("l", a))
+	if err != nil || len(aPlace.Kvs) != 1 {
+		t.Fatalf("the first waiter's place: %v, %v", aPlace, err)
+	}
 	var tok, tokBefore = first, first
 	got := c.trips(t, "the handoff", func() error {
 		if err := b.Release(ctx, "l", h); err != nil {
@@ -106,10 +111,26 @@ func TestQueueHandoffRoundTrips(t *testing.T) {
 		t.Errorf("the lock taken with a lease granted ahead has %d s left; want about %v (renewed at the acquisition)", ttlResp.TTL, ttl)
 	}
 
-	// x waits behind s; its AwaitTurn runs out, and its renewal is one
-	// KeepAlive.
+	// x waits behind s; its place is made on the spare lease of a's
+	// place, renewed and holding nothing else. Its AwaitTurn runs out, and
+	// its renewal is one KeepAlive.
 	if _, err := b.AcquireOrEnqueue(ctx, "l", x, ttl, place); !errors.Is(err, lock.ErrHeld) {
 		t.Fatalf("AcquireOrEnqueue of a held lock: %v; want ErrHeld", err)
+	}
+	spare := clientv3.LeaseID(aPlace.Kvs[0].Lease)
+	xPlace, err := cl.Get(ctx, b.PlaceKey("l", x))
+	if err != nil || len(xPlace.Kvs) != 1 {
+		t.Fatalf("x's place: %v, %v", xPlace, err)
+	}
+	if got := clientv3.LeaseID(xPlace.Kvs[0].Lease); got != spare {
+		t.Errorf("x's place is on lease %x; want the spare lease %x of the place a's acquisition deleted", got, spare)
+	}
+	keys, err := cl.TimeToLive(ctx, spare, clientv3.WithAttachedKeys())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys.Keys) != 1 || string(keys.Keys[0]) != b.PlaceKey("l", x) || keys.TTL < int64(place/time.Second)-2 {
+		t.Errorf("the reused lease holds %q with %d s left; want only x's place, renewed to about %v", keys.Keys, keys.TTL, place)
 	}
 	if err := b.AwaitTurn(ctx, "l", x, 300*time.Millisecond); err != nil {
 		t.Fatal(err)

@@ -40,6 +40,8 @@ type wait struct {
 	// placeLease is the etcd lease of owner's place, which a renewal
 	// keeps alive.
 	placeLease clientv3.LeaseID
+	// renewed is when placeLease was last renewed, or after.
+	renewed time.Time
 	// ttl is the lock TTL owner asked for, for the lease granted ahead.
 	ttl time.Duration
 	// quiet is set when owner's last AwaitTurn ran out with the line
@@ -316,7 +318,7 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 		_, err := b.client.KeepAliveOnce(ctx, w.placeLease)
 		if err == nil {
 			w.quiet = false
-			w.ttl = ttl
+			w.ttl, w.renewed = ttl, time.Now()
 			b.waits.set(name, owner, w)
 			b.waits.sawContended(name)
 			return 0, &lock.HeldError{Name: name}
@@ -381,6 +383,10 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 	}
 	took := func(tok fence.Token) (fence.Token, error) {
 		b.dropWait(ctx, name, owner, lease)
+		if waiting {
+			// The Txn deleted owner's place: its lease holds no key.
+			b.putSpare(w.placeLease, place, w.renewed)
+		}
 		if ahead {
 			if r := <-renewed; r.err != nil {
 				return 0, opError(ctx, "acquire", name, r.err)
@@ -524,7 +530,7 @@ func firstInLine(lk, qk, pk string, place int64) []clientv3.Cmp {
 // enqueue creates owner's place under an etcd lease of place, in a Txn that
 // also reads the line, and returns that read.
 func (b *Backend) enqueue(ctx context.Context, name, owner string, place time.Duration, readLine []clientv3.Op) (line, error) {
-	pl, err := b.grant(ctx, place)
+	pl, err := b.placeLease(ctx, place)
 	if err != nil {
 		return line{}, opError(ctx, "enqueue", name, err)
 	}
@@ -541,7 +547,7 @@ func (b *Backend) enqueue(ctx context.Context, name, owner string, place time.Du
 		rs = rs[1:]
 	} else {
 		// A concurrent call of owner's made the place: keep that one.
-		b.revoke(ctx, pl)
+		b.putSpare(pl, place, time.Now())
 	}
 	return readOf(rs), nil
 }
@@ -562,14 +568,14 @@ func (b *Backend) held(ctx context.Context, name, owner string, ttl time.Duratio
 	me := ln.places[mine]
 	if mine > 0 {
 		pred := ln.places[mine-1]
-		b.waits.set(name, owner, wait{key: string(pred.Key), keyRev: pred.CreateRevision, place: me.CreateRevision, placeLease: clientv3.LeaseID(me.Lease), ttl: ttl})
+		b.waits.set(name, owner, wait{key: string(pred.Key), keyRev: pred.CreateRevision, place: me.CreateRevision, placeLease: clientv3.LeaseID(me.Lease), renewed: time.Now(), ttl: ttl})
 		return &lock.HeldError{Name: name}
 	}
 	var holderRev int64
 	if ln.holder != nil {
 		holderRev = ln.holder.CreateRevision
 	}
-	b.waits.set(name, owner, wait{key: b.LockKey(name), keyRev: holderRev, place: me.CreateRevision, placeLease: clientv3.LeaseID(me.Lease), ttl: ttl})
+	b.waits.set(name, owner, wait{key: b.LockKey(name), keyRev: holderRev, place: me.CreateRevision, placeLease: clientv3.LeaseID(me.Lease), renewed: time.Now(), ttl: ttl})
 	remaining := time.Millisecond
 	if ln.holder != nil {
 		ttl, err := b.client.TimeToLive(ctx, clientv3.LeaseID(ln.holder.Lease))
