@@ -105,7 +105,7 @@ commands:
   release --force NAME --fence KEY [--fence KEY...]
                                    raise the fences of the KEYs past the holder's token,
                                    then delete the lease (--no-fence: no keys)
-  bump --by N                      SQL backends, after a restore: raise every token by N
+  bump --by N                      after a restore (SQL, NATS): raise every token by N
   watch [PREFIX] [--interval D] [--count N]
                                    a live table of the held locks (token, TTL, metadata,
                                    waiters in line), redrawn every D; q or Ctrl-C quits
