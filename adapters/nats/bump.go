@@ -47,8 +47,8 @@ type BumpResult struct {
 // some prefix: keep a Store's records in a bucket of their own. It also
 // refuses a by that is not positive, or one that would take the sequence
 // past fence.MaxToken (fence.ErrInvalid). A record written between Bump's
-// check and its purge would be removed; then Bump returns an error that
-// says so (the processes were not all stopped).
+// check and its purge (a process that was not stopped) is removed with
+// the rest, unchecked.
 func (b *Backend) Bump(ctx context.Context, by int64) (BumpResult, error) {
 	if by <= 0 {
 		return BumpResult{}, fence.Invalid("nats: bump: %d is not positive", by)
@@ -101,11 +101,7 @@ func (b *Backend) Bump(ctx context.Context, by int64) (BumpResult, error) {
 		}
 		return BumpResult{}, fmt.Errorf("nats: bump: purge: %s", desc)
 	}
-	res := BumpResult{Removed: resp.Purged, LastSeq: fence.Token(next - 1)}
-	if resp.Purged > info.State.Msgs {
-		return res, fmt.Errorf("nats: bump: %d messages were written to the bucket while it ran and were removed with the rest: stop every process that uses the bucket before a bump", resp.Purged-info.State.Msgs)
-	}
-	return res, nil
+	return BumpResult{Removed: resp.Purged, LastSeq: fence.Token(next - 1)}, nil
 }
 
 // isLeaseKey reports whether key is a Backend's lease key,

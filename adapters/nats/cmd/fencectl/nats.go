@@ -81,13 +81,12 @@ func bumpNats(ctx context.Context, b *fencenats.Backend, bucket string, by int64
 	if errors.Is(err, fencenats.ErrBumpNotLeasesOnly) {
 		return fencectl.BumpResult{}, fencectl.Refused(fmt.Errorf("%w; a bump purges the whole bucket, so it runs only on a bucket of leases alone: keep the fenced store in a bucket of its own (--%s), or see docs/operations.md, \"After a restore\"", err, storeBucketFlag))
 	}
-	if err != nil && r.LastSeq == 0 {
+	if err != nil {
 		return fencectl.BumpResult{}, err
 	}
-	res := fencectl.BumpResult{
+	return fencectl.BumpResult{
 		Rows:     int64(r.Removed),
 		MaxToken: r.LastSeq,
 		Summary:  fmt.Sprintf("removed %d messages of bucket %s (every lease in it ended); its stream sequence is now %d, and every new token is above it", r.Removed, bucket, r.LastSeq),
-	}
-	return res, err
+	}, nil
 }
