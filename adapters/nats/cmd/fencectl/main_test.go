@@ -38,7 +38,7 @@ func ctl(t *testing.T, env map[string]string, args ...string) (int, string, stri
 // lock that a client holds and keeps alive, as cmd/fencectl's tests do on
 // the other backends: inspect, list, fence, watch (without a WAITERS
 // column), the refusals of release, release --force raising the fence
-// first, and bump's refusal. The leases and the fenced store are in
+// first, and bump. The leases and the fenced store are in
 // buckets of their own (--nats-bucket, --nats-store-bucket).
 func TestNats(t *testing.T) {
 	urls := natstest.Single(t).URLs()
@@ -137,16 +137,34 @@ func TestNats(t *testing.T) {
 	require.Equal(t, 3, code)
 	require.Contains(t, errOut, "free")
 
-	code, _, errOut = ctl(t, env, args("bump", "--by", "1000")...)
+	// bump: the lease bucket holds leases alone, so its sequence goes up
+	// (the runbook itself is TestRestoreRunbook in adapters/nats).
+	code, _, _ = ctl(t, env, args("bump")...)
 	require.Equal(t, 2, code)
-	require.Contains(t, errOut, "bump does not apply to NATS")
-	require.Contains(t, errOut, "sync_interval: always")
+	code, out, _ = ctl(t, env, args("--json", "bump", "--by", "1000")...)
+	require.Equal(t, 0, code)
+	var bv struct {
+		By, Rows int64
+		MaxToken int64 `json:"max_token"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &bv))
+	require.Equal(t, int64(1000), bv.By)
+	require.True(t, bv.MaxToken >= int64(lease.Token())+1000, out)
+	code, out, _ = ctl(t, env, args("bump", "--by", "1000")...)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "every new token is above it")
+	next, err := lock.New(backend, nil).Acquire(ctx, "jobs/nightly", 10*time.Second)
+	require.NoError(t, err)
+	defer next.Release(context.Background())
+	require.True(t, int64(next.Token()) > bv.MaxToken+1000, "token after two bumps")
+	require.NoError(t, next.Fenced(store).Put(ctx, "report", []byte("v2")))
 }
 
 // TestNatsEnvBuckets: FENCEKIT_NATS_BUCKET names the bucket of the leases,
 // the fenced store is in the same bucket when no store bucket is named, and
 // --prefix and --store-prefix default to the adapter's DefaultPrefix (the
-// bucket is the test's own).
+// bucket is the test's own). bump refuses that shared bucket
+// (ErrBumpNotLeasesOnly, exit 2), changing nothing.
 func TestNatsEnvBuckets(t *testing.T) {
 	urls := natstest.Single(t).URLs()
 	_, js := natstest.Connect(t, urls)
@@ -171,6 +189,17 @@ func TestNatsEnvBuckets(t *testing.T) {
 	code, out, _ = ctl(t, env, "list")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "held/a")
+
+	// bump refuses a bucket that the store shares: the purge would erase
+	// the store's values and fences. Nothing changes.
+	code, _, errOut := ctl(t, env, "bump", "--by", "1000")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "other than leases")
+	require.Contains(t, errOut, "--nats-store-bucket")
+	require.Nil(t, lease.Err())
+	rec, err := store.Get(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, lease.Token(), rec.Fence)
 }
 
 // TestNatsUsage: the NATS backend is chosen by its flag or variable, needs
