@@ -1,0 +1,109 @@
+package nats
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+)
+
+// maxLastMany is the most subjects one multi-last read returns: the
+// server refuses a request that matches more (413 Too Many Results).
+const maxLastMany = 1024
+
+// errTooManySubjects is a multi-last read that matched more than
+// maxLastMany subjects.
+var errTooManySubjects = fmt.Errorf("more than %d keys match one read", maxLastMany)
+
+// subjectRecord is the last message of one subject, as a multi-last read
+// returns it.
+type subjectRecord struct {
+	subject string // the full subject, "$KV.<bucket>.<key>"
+	rec     *record
+}
+
+// lastMany reads the last message of every subject that one of subjects
+// matches (they may hold wildcards) in one request: a JetStream direct get
+// with multi_last, which the stream answers with one reply per subject and
+// an end-of-batch status. Unlike last, any replica of the stream may answer,
+// from a state that can lag the leader's by the writes it has not applied
+// yet: callers use it where a stale answer costs fairness or an extra round
+// trip, never where it could let a write through (every write still expects
+// a revision, which the leader checks).
+func (b *bucket) lastMany(ctx context.Context, subjects []string) ([]subjectRecord, error) {
+	req, err := json.Marshal(struct {
+		MultiLast []string `json:"multi_last"`
+	}{subjects})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := b.withTimeout(ctx)
+	defer cancel()
+	nc := b.js.Conn()
+	var out []subjectRecord
+	err = untilConnLost(ctx, nc, func(ctx context.Context) error {
+		out = out[:0]
+		inbox := nc.NewInbox()
+		sub, err := nc.SubscribeSync(inbox)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+		if err := nc.PublishRequest(b.api+"DIRECT.GET."+b.stream, inbox, req); err != nil {
+			return err
+		}
+		for {
+			msg, err := sub.NextMsgWithContext(ctx)
+			if err != nil {
+				return err
+			}
+			if status := msg.Header.Get("Status"); status != "" && len(msg.Data) == 0 {
+				switch status {
+				case "204": // end of batch
+					return nil
+				case "404": // no subject matched
+					return nil
+				case "413":
+					return errTooManySubjects
+				case "503":
+					return natsgo.ErrNoResponders
+				default:
+					return fmt.Errorf("a multi-last read was answered %s %s", status, msg.Header.Get("Description"))
+				}
+			}
+			r, err := directRecord(msg)
+			if err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+	})
+	if err = noReply(ctx, err); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// directRecord decodes one reply of a direct get: the stored message's
+// headers, with the server's Nats-Subject, Nats-Sequence and
+// Nats-Time-Stamp added.
+func directRecord(msg *natsgo.Msg) (subjectRecord, error) {
+	h := msg.Header
+	seq, err := strconv.ParseUint(h.Get("Nats-Sequence"), 10, 64)
+	if err != nil || seq == 0 {
+		return subjectRecord{}, fmt.Errorf("a direct get's reply has sequence %q", h.Get("Nats-Sequence"))
+	}
+	subj := h.Get("Nats-Subject")
+	if subj == "" {
+		return subjectRecord{}, errors.New("a direct get's reply names no subject")
+	}
+	ts, err := time.Parse(time.RFC3339Nano, h.Get("Nats-Time-Stamp"))
+	if err != nil {
+		return subjectRecord{}, fmt.Errorf("a direct get's reply has time %q", h.Get("Nats-Time-Stamp"))
+	}
+	return subjectRecord{subject: subj, rec: &record{seq: seq, header: h, data: msg.Data, time: ts}}, nil
+}

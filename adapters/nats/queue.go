@@ -1,0 +1,362 @@
+package nats
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/wake"
+	"github.com/fencekit/fencekit/lock"
+)
+
+var _ lock.QueueBackend = (*Backend)(nil)
+
+// placeHeader carries a place's arrival, the sequence of the message that
+// made it, on the messages that renew it; the message that makes a place
+// carries none, its own sequence being its arrival.
+const placeHeader = "Fencekit-Place"
+
+// recheckFree bounds AwaitTurn when the waiter's last read saw the lock
+// free with one place ahead of its own: the waiter there is about to take
+// it, or died (its place expires on the server without a message anyone
+// can subscribe to), or the read came from a replica that had not yet
+// applied its removal.
+const recheckFree = 50 * time.Millisecond
+
+// expiryPoll is the HeldError.TTL of the first in line when the holder's
+// lease is past its TTL but the server has not removed it yet (it sweeps
+// expired messages about once a second).
+const expiryPoll = 100 * time.Millisecond
+
+// QueueKey is the prefix of the keys of name's queue: a waiter's place is
+// the KV key QueueKey(name) + "." + base64url(owner) (PlaceKey), written
+// with a per-key TTL of the place TTL (rounded up to whole seconds, as
+// every TTL here), so the server removes a place its waiter stopped
+// renewing. Places are served in the order of their arrival: the revision
+// of the message that made each one.
+func (b *Backend) QueueKey(name string) string { return b.b.key("queue", name) }
+
+// PlaceKey is owner's place in name's queue.
+func (b *Backend) PlaceKey(name, owner string) string {
+	return b.QueueKey(name) + "." + encodeName(owner)
+}
+
+// place is a live place in a queue.
+type place struct {
+	subject string
+	seq     uint64 // its last message's revision
+	arrival uint64 // the revision of the message that made it
+	owner   string
+}
+
+// line is what one read of a lock and its queue shows.
+type line struct {
+	lock    *record // the lock key's last message; nil when it has none
+	holder  *lease  // nil when the lock is free
+	places  []place // live places, by arrival
+	removed map[string]uint64
+}
+
+// mine returns the index of owner's place, or -1.
+func (l line) mine(owner string) int {
+	return slices.IndexFunc(l.places, func(p place) bool { return p.owner == owner })
+}
+
+// ahead returns the places ahead of owner's (all of them when owner has
+// none), leaving out the holder's: a waiter that took the lock removes its
+// place right after, and a leftover (its process died in between) holds up
+// nobody while its owner holds the lock.
+func (l line) ahead(owner string) []place {
+	end := l.mine(owner)
+	if end < 0 {
+		end = len(l.places)
+	}
+	var out []place
+	for _, p := range l.places[:end] {
+		if l.holder == nil || p.owner != l.holder.owner {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// readLine reads name's lock key and every place of its queue in one
+// request (lastMany). With leader set, the lock key is read again from the
+// stream's leader (last), for a call whose write expected a revision that a
+// replica's answer had shown and the leader refused.
+func (b *Backend) readLine(ctx context.Context, name string, leader bool) (line, error) {
+	lk, qk := b.Key(name), b.QueueKey(name)
+	rs, err := b.b.lastMany(ctx, []string{b.b.subject + lk, b.b.subject + qk + ".>"})
+	if err != nil {
+		return line{}, err
+	}
+	ln := line{removed: map[string]uint64{}}
+	for _, r := range rs {
+		key := strings.TrimPrefix(r.subject, b.b.subject)
+		if key == lk {
+			ln.lock = r.rec
+			continue
+		}
+		if r.rec.removed() {
+			ln.removed[r.subject] = r.rec.seq
+			continue
+		}
+		p := place{subject: r.subject, seq: r.rec.seq, arrival: r.rec.seq, owner: string(r.rec.data)}
+		if v := r.rec.header.Get(placeHeader); v != "" {
+			n, ok := parseToken(v)
+			if !ok {
+				return line{}, fmt.Errorf("%w: place %q has arrival %q", ErrMalformedRecord, key, v)
+			}
+			p.arrival = uint64(n)
+		}
+		ln.places = append(ln.places, p)
+	}
+	slices.SortFunc(ln.places, func(a, b place) int {
+		switch {
+		case a.arrival < b.arrival:
+			return -1
+		case a.arrival > b.arrival:
+			return 1
+		}
+		return 0
+	})
+	if leader {
+		if ln.lock, err = b.b.last(ctx, lk); err != nil {
+			return line{}, err
+		}
+	}
+	if ln.holder, err = parseLease(ln.lock); err != nil {
+		return line{}, err
+	}
+	return ln, nil
+}
+
+// AcquireOrEnqueue takes name for owner when the lock is free and no live
+// place is ahead of owner's, minting the token exactly as Acquire does (the
+// revision of the message that takes the lock key); renews owner's lease
+// when owner holds it (the same token); and otherwise keeps owner's place
+// in name's queue for place (rounded up to whole seconds) and returns a
+// *lock.HeldError. Its TTL, when owner is first in line, is when the
+// holder's lease ends by its message's time and TTL (the server's) read
+// against this machine's clock: a hint of when to ask again, never a
+// decision (the server decides expiry; a place that asks early is told to
+// wait again, and the hint is never beyond the lease's TTL from now).
+//
+// NATS KV has no transaction over two keys, so this is a read and then one
+// conditional write, not one atomic step: one request reads the lock key
+// and the whole queue (a direct get of the last message of each of their
+// subjects, which a replica may answer), then either the lock key is
+// written expecting the revision read (the leader refuses the write if the
+// lock changed since, and the call reads again, the lock key from the
+// leader), or owner's place is written expecting its own revision. A lock
+// is never taken on a stale read. What a stale read can do is put owner
+// behind a place that is already gone, or ahead of one that a replica had
+// not applied yet: fairness, bounded by recheckFree and the renewals. A
+// waiter that took the lock removes its place in a second write; until it
+// does, and for ever if its process dies in between (until the place
+// expires), its place is not counted ahead of anyone while it holds the
+// lock.
+//
+// When nobody waits it costs what Acquire costs on a lease the Backend has
+// not seen: two round trips, the read and the write.
+func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, placeTTL time.Duration) (fence.Token, error) {
+	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
+	if err != nil {
+		return 0, err
+	}
+	if err := lock.ValidatePlace(name, owner, ttl, placeTTL); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	// Registered before the read: a removal from now on wakes owner.
+	b.waker.open(name, owner)
+	tok, err := b.acquireOrEnqueue(ctx, name, owner, md, ttl, placeTTL)
+	if err == nil {
+		b.waker.close(name, owner)
+	}
+	return tok, err
+}
+
+func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, ttl, placeTTL time.Duration) (fence.Token, error) {
+	lk, pk := b.Key(name), b.PlaceKey(name, owner)
+	for attempt := 0; ; attempt++ {
+		ln, err := b.readLine(ctx, name, attempt > 0)
+		if err != nil {
+			return 0, opError(ctx, "acquire", name, err)
+		}
+		mine := ln.mine(owner)
+		ahead := ln.ahead(owner)
+		switch {
+		case ln.holder != nil && ln.holder.owner == owner:
+			l := ln.holder
+			seq, err := b.b.write(ctx, lk, l.seq, renewal(l.token), leaseData(owner, md), keyTTL(ttl))
+			if err == nil {
+				b.cache.put(lk, lease{seq: seq, owner: owner, metadata: md, token: l.token})
+				if mine >= 0 {
+					b.removePlace(ctx, pk, ln.places[mine].seq)
+				}
+				return l.token, nil
+			}
+			if !isConflict(err) || ctx.Err() != nil {
+				b.cache.drop(lk)
+				return 0, opError(ctx, "acquire", name, err)
+			}
+		case ln.holder == nil && len(ahead) == 0:
+			var after uint64
+			if ln.lock != nil {
+				after = ln.lock.seq
+			}
+			seq, err := b.b.write(ctx, lk, after, nil, leaseData(owner, md), keyTTL(ttl))
+			if err == nil {
+				tok := fence.Token(seq)
+				if !tok.Valid() {
+					return 0, fmt.Errorf("fencekit/nats: acquire %q: revision %d exceeds the largest token", name, seq)
+				}
+				b.cache.put(lk, lease{seq: seq, owner: owner, metadata: md, token: tok})
+				if mine >= 0 {
+					b.removePlace(ctx, pk, ln.places[mine].seq)
+				}
+				return tok, nil
+			}
+			if !isConflict(err) || ctx.Err() != nil {
+				return 0, opError(ctx, "acquire", name, err)
+			}
+		default:
+			err := b.keepPlace(ctx, name, owner, placeTTL, ln, mine)
+			if err == nil {
+				return 0, b.held(name, owner, ln, ahead)
+			}
+			if !isConflict(err) || ctx.Err() != nil {
+				return 0, opError(ctx, "enqueue", name, err)
+			}
+		}
+		// A key changed between the read and the write (nothing was
+		// written): decide again on what is there now.
+	}
+}
+
+// keepPlace renews owner's place (mine, in ln) for placeTTL, or makes it at
+// the tail when owner has none.
+func (b *Backend) keepPlace(ctx context.Context, name, owner string, placeTTL time.Duration, ln line, mine int) error {
+	pk := b.PlaceKey(name, owner)
+	if mine >= 0 {
+		p := ln.places[mine]
+		h := natsgo.Header{placeHeader: []string{strconv.FormatUint(p.arrival, 10)}}
+		_, err := b.b.write(ctx, pk, p.seq, h, []byte(owner), keyTTL(placeTTL))
+		return err
+	}
+	// Over the marker a removed place left, if the read showed one.
+	_, err := b.b.write(ctx, pk, ln.removed[b.b.subject+pk], nil, []byte(owner), keyTTL(placeTTL))
+	return err
+}
+
+// held records what owner now waits for and returns its HeldError: with a
+// hint of the holder's remaining TTL when owner is first in line.
+func (b *Backend) held(name, owner string, ln line, ahead []place) error {
+	if len(ahead) > 0 {
+		// Owner would be first but for one place, with the lock free: that
+		// waiter is about to take the lock (and its removal of its place
+		// wakes owner), unless it died or the read was stale: check again
+		// soon. Further back, the renewals are soon enough.
+		recheck := ln.holder == nil && len(ahead) == 1
+		b.waker.set(name, owner, ahead[len(ahead)-1].subject, recheck)
+		return &lock.HeldError{Name: name}
+	}
+	b.waker.set(name, owner, b.b.subject+b.Key(name), false)
+	return &lock.HeldError{Name: name, TTL: remainingHint(ln.lock)}
+}
+
+// remainingHint is when the lease in cur ends, by its message's time and
+// TTL against this machine's clock, within [expiryPoll, its TTL].
+func remainingHint(cur *record) time.Duration {
+	ttl, err := parseMsgTTL(cur.header.Get(ttlHeader))
+	if err != nil || ttl <= 0 {
+		return expiryPoll
+	}
+	return min(max(time.Until(cur.time.Add(ttl)), expiryPoll), ttl)
+}
+
+// removePlace removes the place at pk that a waiter left when it took the
+// lock, expecting its revision seq: a delete marker with a TTL of its own,
+// which wakes the waiter behind it. Best effort: the lock is taken, and a
+// place left behind is counted ahead of nobody while its owner holds the
+// lock, and expires with its TTL.
+func (b *Backend) removePlace(ctx context.Context, pk string, seq uint64) {
+	_, _ = b.b.write(ctx, pk, seq, natsgo.Header{kvOpHeader: []string{"DEL"}}, nil, releaseMarkerTTL)
+}
+
+// AwaitTurn blocks until a removal that may be owner's turn (the lock key
+// deleted by its holder's Release when owner is first in line; otherwise
+// the place ahead of owner's removed, as its waiter took the lock or left),
+// max has passed, or ctx ends. It listens with core NATS subscriptions on
+// the lock key's and the queue's KV subjects, one pair per lock and
+// Backend, kept while the Backend has a waiter there (and for 10 s after):
+// the first wait on a lock subscribes, waits for the server to confirm, and
+// returns at once, so that the caller reads again and misses no removal
+// that came before. After a read that saw the lock free with one place
+// ahead of owner's, it waits at most 50 ms (recheckFree). It returns at once when owner is not
+// in line.
+func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
+	if err := lock.ValidateName(name, owner); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w, ok := b.waker.get(name, owner)
+	if !ok {
+		return nil
+	}
+	if !w.covered {
+		subjects := []string{b.b.subject + b.Key(name), b.b.subject + b.QueueKey(name) + ".>"}
+		if _, err := b.waker.subscribe(ctx, b.b.js.Conn(), name, subjects); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return opError(ctx, "await turn", name, err)
+		}
+		return nil // read again, now that every removal is seen
+	}
+	if w.free {
+		max = min(max, recheckFree)
+	}
+	return wake.Wait(ctx, w.box, max)
+}
+
+// LeaveQueue removes owner's place in name's queue (a read on the stream's
+// leader, then a delete marker that expects the read revision), which
+// wakes the waiter behind it. It returns nil when owner has no place.
+func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
+	if err := lock.ValidateName(name, owner); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.waker.close(name, owner)
+	pk := b.PlaceKey(name, owner)
+	for {
+		cur, err := b.b.last(ctx, pk)
+		if err != nil {
+			return opError(ctx, "leave queue", name, err)
+		}
+		if cur == nil || cur.removed() {
+			return nil
+		}
+		_, err = b.b.write(ctx, pk, cur.seq, natsgo.Header{kvOpHeader: []string{"DEL"}}, nil, releaseMarkerTTL)
+		if err == nil {
+			return nil
+		}
+		if !isConflict(err) || ctx.Err() != nil {
+			return opError(ctx, "leave queue", name, err)
+		}
+	}
+}
