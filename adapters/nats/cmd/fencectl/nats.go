@@ -73,6 +73,7 @@ func openNats(ctx context.Context, urls, prefix, storePrefix string) (*fencectl.
 		Backend: b,
 		Store:   s,
 		List:    b.List,
+		Waiters: b.Waiters,
 		NoBump:  natsNoBump,
 		Close:   nc.Close,
 	}, nil
