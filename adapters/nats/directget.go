@@ -26,6 +26,10 @@ type subjectRecord struct {
 	rec     *record
 }
 
+// maxStaleReads is how many times lastMany asks again when the replica
+// that answered had not applied a write this bucket got acknowledged.
+const maxStaleReads = 2
+
 // lastMany reads the last message of every subject that one of subjects
 // matches (they may hold wildcards) in one request: a JetStream direct get
 // with multi_last, which the stream answers with one reply per subject and
@@ -33,18 +37,37 @@ type subjectRecord struct {
 // from a state that can lag the leader's by the writes it has not applied
 // yet: callers use it where a stale answer costs fairness or an extra round
 // trip, never where it could let a write through (every write still expects
-// a revision, which the leader checks).
-func (b *bucket) lastMany(ctx context.Context, subjects []string) ([]subjectRecord, error) {
+// a revision, which the leader checks). An answer older than the last write
+// this bucket got acknowledged (by the replica's last revision, which the
+// end of the batch reports) is asked again, up to maxStaleReads times; fresh
+// reports whether the answer kept is at least that recent.
+func (b *bucket) lastMany(ctx context.Context, subjects []string) (out []subjectRecord, fresh bool, err error) {
+	for range maxStaleReads + 1 {
+		var upTo uint64
+		out, upTo, err = b.lastManyOnce(ctx, subjects)
+		if err != nil || upTo >= b.written.Load() {
+			return out, err == nil, err
+		}
+	}
+	return out, false, nil
+}
+
+// lastManyOnce is one multi-last read, and the last revision of the
+// replica that answered (0 when it reports none: nothing matched).
+func (b *bucket) lastManyOnce(ctx context.Context, subjects []string) ([]subjectRecord, uint64, error) {
 	req, err := json.Marshal(struct {
 		MultiLast []string `json:"multi_last"`
 	}{subjects})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	nc := b.js.Conn()
-	var out []subjectRecord
+	var (
+		out  []subjectRecord
+		upTo uint64
+	)
 	err = untilConnLost(ctx, nc, func(ctx context.Context) error {
 		out = out[:0]
 		inbox := nc.NewInbox()
@@ -64,8 +87,10 @@ func (b *bucket) lastMany(ctx context.Context, subjects []string) ([]subjectReco
 			if status := msg.Header.Get("Status"); status != "" && len(msg.Data) == 0 {
 				switch status {
 				case "204": // end of batch
+					upTo, _ = strconv.ParseUint(msg.Header.Get("Nats-UpTo-Sequence"), 10, 64)
 					return nil
 				case "404": // no subject matched
+					upTo = b.written.Load() // nothing to judge it by
 					return nil
 				case "413":
 					return errTooManySubjects
@@ -83,9 +108,9 @@ func (b *bucket) lastMany(ctx context.Context, subjects []string) ([]subjectReco
 		}
 	})
 	if err = noReply(ctx, err); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return out, nil
+	return out, upTo, nil
 }
 
 // directRecord decodes one reply of a direct get: the stored message's

@@ -22,6 +22,10 @@ var _ lock.QueueBackend = (*Backend)(nil)
 // carries none, its own sequence being its arrival.
 const placeHeader = "Fencekit-Place"
 
+// expectedSeqHeader is the revision a conditional publish expects its key
+// to be at: on a delete marker, the revision it removes.
+const expectedSeqHeader = "Nats-Expected-Last-Subject-Sequence"
+
 // recheckFree bounds AwaitTurn when the waiter's last read saw the lock
 // free with one place ahead of its own: the waiter there is about to take
 // it, or died (its place expires on the server without a message anyone
@@ -87,14 +91,33 @@ func (l line) ahead(owner string) []place {
 }
 
 // readLine reads name's lock key and every place of its queue in one
-// request (lastMany). With leader set, the lock key is read again from the
-// stream's leader (last), for a call whose write expected a revision that a
-// replica's answer had shown and the leader refused.
-func (b *Backend) readLine(ctx context.Context, name string, leader bool) (line, error) {
+// request (lastMany). A replica may answer it from a state that lags: a
+// place or a lease that a removal this Backend saw published was meant to
+// remove (waker.gone) is taken as removed. With leader set, the lock key
+// and owner's place are read again from the stream's leader (last), for a
+// call whose write expected a revision that a replica's answer had shown
+// and the leader refused.
+func (b *Backend) readLine(ctx context.Context, name, owner string, leader bool) (line, error) {
 	lk, qk := b.Key(name), b.QueueKey(name)
-	rs, err := b.b.lastMany(ctx, []string{b.b.subject + lk, b.b.subject + qk + ".>"})
+	rs, fresh, err := b.b.lastMany(ctx, []string{b.b.subject + lk, b.b.subject + qk + ".>"})
 	if err != nil {
 		return line{}, err
+	}
+	// A replica that kept lagging this Backend's own writes: the lock key
+	// and owner's place from the leader.
+	leader = leader || !fresh
+	gone := b.waker.gone(name)
+	stale := func(r subjectRecord) bool { return r.rec.seq <= gone[r.subject] }
+	pk := b.b.subject + b.PlaceKey(name, owner)
+	if leader {
+		cur, err := b.b.last(ctx, b.PlaceKey(name, owner))
+		if err != nil {
+			return line{}, err
+		}
+		rs = slices.DeleteFunc(rs, func(r subjectRecord) bool { return r.subject == pk })
+		if cur != nil {
+			rs = append(rs, subjectRecord{subject: pk, rec: cur})
+		}
 	}
 	ln := line{removed: map[string]uint64{}}
 	for _, r := range rs {
@@ -102,6 +125,9 @@ func (b *Backend) readLine(ctx context.Context, name string, leader bool) (line,
 		if key == lk {
 			ln.lock = r.rec
 			continue
+		}
+		if stale(r) && !(leader && r.subject == pk) {
+			continue // removed, as far as a removal this Backend saw shows
 		}
 		if r.rec.removed() {
 			ln.removed[r.subject] = r.rec.seq
@@ -133,6 +159,11 @@ func (b *Backend) readLine(ctx context.Context, name string, leader bool) (line,
 	}
 	if ln.holder, err = parseLease(ln.lock); err != nil {
 		return line{}, err
+	}
+	if !leader && ln.lock != nil && stale(subjectRecord{subject: b.b.subject + lk, rec: ln.lock}) {
+		// Released, by a delete marker this Backend saw: a take expecting
+		// this revision is refused, and the next attempt reads the leader.
+		ln.holder = nil
 	}
 	return ln, nil
 }
@@ -188,7 +219,7 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, ttl, placeTTL time.Duration) (fence.Token, error) {
 	lk, pk := b.Key(name), b.PlaceKey(name, owner)
 	for attempt := 0; ; attempt++ {
-		ln, err := b.readLine(ctx, name, attempt > 0)
+		ln, err := b.readLine(ctx, name, owner, attempt > 0)
 		if err != nil {
 			return 0, opError(ctx, "acquire", name, err)
 		}

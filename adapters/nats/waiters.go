@@ -30,7 +30,7 @@ func (b *Backend) Waiters(ctx context.Context, names []string) ([]int64, error) 
 			subjects[i] = prefix + ">"
 			index[prefix] = i
 		}
-		rs, err := b.b.lastMany(ctx, subjects)
+		rs, _, err := b.b.lastMany(ctx, subjects)
 		if err != nil {
 			return nil, opError(ctx, "waiters", batch[0], err)
 		}

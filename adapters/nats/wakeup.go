@@ -2,6 +2,8 @@ package nats
 
 import (
 	"context"
+	"maps"
+	"strconv"
 	"sync"
 	"time"
 
@@ -41,7 +43,15 @@ type lockSubs struct {
 	subs    []*natsgo.Subscription
 	waiters map[string]*waiting // by owner
 	linger  *time.Timer
+	// gone maps a subject of the lock to the highest revision that a
+	// removal published there expected to remove: a read that still shows
+	// that revision (or an older one) there came from a replica that had
+	// not applied the removal yet (see line.dropGone).
+	gone map[string]uint64
 }
+
+// maxGone bounds a lock's gone map; past it the map starts over.
+const maxGone = 4096
 
 // waker dispatches the removals that a Backend's core NATS subscriptions
 // see to the waiters they concern. A subscription on a KV subject sees
@@ -95,6 +105,17 @@ func (w *waker) set(name, owner, target string, free bool) {
 			wt.target, wt.free = target, free
 		}
 	}
+}
+
+// gone returns, for name's subjects, the highest revision a removal seen
+// there expected to remove (see lockSubs.gone).
+func (w *waker) gone(name string) map[string]uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ls := w.locks[name]; ls != nil && len(ls.gone) > 0 {
+		return maps.Clone(ls.gone)
+	}
+	return nil
 }
 
 // get returns owner's state on name.
@@ -178,6 +199,12 @@ func (w *waker) dispatch(ls *lockSubs, m *natsgo.Msg) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if seq, err := strconv.ParseUint(m.Header.Get(expectedSeqHeader), 10, 64); err == nil && seq > 0 {
+		if ls.gone == nil || len(ls.gone) >= maxGone {
+			ls.gone = map[string]uint64{}
+		}
+		ls.gone[m.Subject] = max(ls.gone[m.Subject], seq)
+	}
 	for _, wt := range ls.waiters {
 		if wt.target == "" || wt.target == m.Subject {
 			wake.Post(wt.box)
