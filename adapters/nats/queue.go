@@ -298,10 +298,11 @@ func (b *Backend) held(name, owner string, ln line, ahead []place) error {
 		// wakes owner), unless it died or the read was stale: check again
 		// soon. Further back, the renewals are soon enough.
 		recheck := ln.holder == nil && len(ahead) == 1
-		b.waker.set(name, owner, ahead[len(ahead)-1].subject, recheck)
+		pred := ahead[len(ahead)-1]
+		b.waker.set(name, owner, pred.subject, pred.seq, recheck)
 		return &lock.HeldError{Name: name}
 	}
-	b.waker.set(name, owner, b.b.subject+b.Key(name), false)
+	b.waker.set(name, owner, b.b.subject+b.Key(name), ln.lock.seq, false)
 	return &lock.HeldError{Name: name, TTL: remainingHint(ln.lock)}
 }
 
@@ -331,8 +332,9 @@ func (b *Backend) removePlace(ctx context.Context, pk string, seq uint64) {
 // the lock key's and the queue's KV subjects, one pair per lock and
 // Backend, kept while the Backend has a waiter there (and for 10 s after):
 // the first wait on a lock subscribes, waits for the server to confirm, and
-// returns at once, so that the caller reads again and misses no removal
-// that came before. After a read that saw the lock free with one place
+// reads the key it waits on from the stream's leader: when that moved on
+// since the line was read, it returns at once, so that the caller reads
+// again and misses no removal that came before. After a read that saw the lock free with one place
 // ahead of owner's, it waits at most 50 ms (recheckFree). It returns at once when owner is not
 // in line.
 func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
@@ -354,7 +356,19 @@ func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Du
 			}
 			return opError(ctx, "await turn", name, err)
 		}
-		return nil // read again, now that every removal is seen
+		// Every removal from now on is seen. One that came between the
+		// line's read and now shows as a new revision of the key waited
+		// for (read on the leader): then ask again at once.
+		if w.target == "" {
+			return nil
+		}
+		cur, err := b.b.last(ctx, strings.TrimPrefix(w.target, b.b.subject))
+		if err != nil || cur == nil || cur.seq != w.targetSeq {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return nil
+		}
 	}
 	if w.free {
 		max = min(max, recheckFree)

@@ -29,6 +29,8 @@ type waiting struct {
 	// key's when it is first in line, otherwise its predecessor's place.
 	// Empty until AcquireOrEnqueue has read the line: any removal wakes it.
 	target string
+	// targetSeq is target's revision when the line was read.
+	targetSeq uint64
 	// free: the last read saw the lock free and one place ahead (a waiter
 	// about to take it, or one that died): AwaitTurn asks again soon.
 	free bool
@@ -92,17 +94,17 @@ func (w *waker) open(name, owner string) {
 		ls.waiters[owner] = wt
 		w.n++
 	}
-	wt.target, wt.free = "", false
+	wt.target, wt.targetSeq, wt.free = "", 0, false
 	wt.covered = len(ls.subs) > 0
 }
 
 // set records what owner waits for after a read of the line.
-func (w *waker) set(name, owner, target string, free bool) {
+func (w *waker) set(name, owner, target string, targetSeq uint64, free bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if ls := w.locks[name]; ls != nil {
 		if wt := ls.waiters[owner]; wt != nil {
-			wt.target, wt.free = target, free
+			wt.target, wt.targetSeq, wt.free = target, targetSeq, free
 		}
 	}
 }
