@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -69,9 +70,24 @@ func (b *bucket) lastManyOnce(ctx context.Context, subjects []string) ([]subject
 		upTo uint64
 	)
 	err = untilConnLost(ctx, nc, func(ctx context.Context) error {
-		out = out[:0]
+		out, upTo = out[:0], 0
+		// An asynchronous subscription: a synchronous one allocates a
+		// channel of SubChanLen (64k) messages for every read.
+		replies := make(chan *natsgo.Msg, 1)
+		var (
+			mu   sync.Mutex
+			msgs []*natsgo.Msg
+		)
 		inbox := nc.NewInbox()
-		sub, err := nc.SubscribeSync(inbox)
+		sub, err := nc.Subscribe(inbox, func(m *natsgo.Msg) {
+			if m.Header.Get("Status") != "" && len(m.Data) == 0 {
+				replies <- m // the last reply: handlers run one at a time
+				return
+			}
+			mu.Lock()
+			msgs = append(msgs, m)
+			mu.Unlock()
+		})
 		if err != nil {
 			return err
 		}
@@ -79,33 +95,34 @@ func (b *bucket) lastManyOnce(ctx context.Context, subjects []string) ([]subject
 		if err := nc.PublishRequest(b.api+"DIRECT.GET."+b.stream, inbox, req); err != nil {
 			return err
 		}
-		for {
-			msg, err := sub.NextMsgWithContext(ctx)
-			if err != nil {
-				return err
-			}
-			if status := msg.Header.Get("Status"); status != "" && len(msg.Data) == 0 {
-				switch status {
-				case "204": // end of batch
-					upTo, _ = strconv.ParseUint(msg.Header.Get("Nats-UpTo-Sequence"), 10, 64)
-					return nil
-				case "404": // no subject matched
-					upTo = b.written.Load() // nothing to judge it by
-					return nil
-				case "413":
-					return errTooManySubjects
-				case "503":
-					return natsgo.ErrNoResponders
-				default:
-					return fmt.Errorf("a multi-last read was answered %s %s", status, msg.Header.Get("Description"))
-				}
-			}
-			r, err := directRecord(msg)
+		var end *natsgo.Msg
+		select {
+		case end = <-replies:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		switch status := end.Header.Get("Status"); status {
+		case "204": // end of batch
+			upTo, _ = strconv.ParseUint(end.Header.Get("Nats-UpTo-Sequence"), 10, 64)
+		case "404": // no subject matched
+			upTo = b.written.Load() // nothing to judge it by
+		case "413":
+			return errTooManySubjects
+		case "503":
+			return natsgo.ErrNoResponders
+		default:
+			return fmt.Errorf("a multi-last read was answered %s %s", status, end.Header.Get("Description"))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range msgs {
+			r, err := directRecord(m)
 			if err != nil {
 				return err
 			}
 			out = append(out, r)
 		}
+		return nil
 	})
 	if err = noReply(ctx, err); err != nil {
 		return nil, 0, err
