@@ -207,6 +207,12 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	if ok, err := b.renewOnly(ctx, name, owner, placeTTL); ok || err != nil {
+		if err != nil {
+			return 0, err
+		}
+		return 0, &lock.HeldError{Name: name}
+	}
 	// Registered before the read: a removal from now on wakes owner.
 	b.waker.open(name, owner)
 	tok, err := b.acquireOrEnqueue(ctx, name, owner, md, ttl, placeTTL)
@@ -261,9 +267,9 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 				return 0, opError(ctx, "acquire", name, err)
 			}
 		default:
-			err := b.keepPlace(ctx, name, owner, placeTTL, ln, mine)
+			own, err := b.keepPlace(ctx, name, owner, placeTTL, ln, mine)
 			if err == nil {
-				return 0, b.held(name, owner, ln, ahead)
+				return 0, b.held(name, owner, ln, ahead, own)
 			}
 			if !isConflict(err) || ctx.Err() != nil {
 				return 0, opError(ctx, "enqueue", name, err)
@@ -276,22 +282,57 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 
 // keepPlace renews owner's place (mine, in ln) for placeTTL, or makes it at
 // the tail when owner has none.
-func (b *Backend) keepPlace(ctx context.Context, name, owner string, placeTTL time.Duration, ln line, mine int) error {
+func (b *Backend) keepPlace(ctx context.Context, name, owner string, placeTTL time.Duration, ln line, mine int) (ownPlace, error) {
 	pk := b.PlaceKey(name, owner)
 	if mine >= 0 {
 		p := ln.places[mine]
-		h := natsgo.Header{placeHeader: []string{strconv.FormatUint(p.arrival, 10)}}
-		_, err := b.b.write(ctx, pk, p.seq, h, []byte(owner), keyTTL(placeTTL))
-		return err
+		seq, err := b.renewPlace(ctx, pk, owner, p.seq, p.arrival, placeTTL)
+		return ownPlace{seq: seq, arrival: p.arrival}, err
 	}
 	// Over the marker a removed place left, if the read showed one.
-	_, err := b.b.write(ctx, pk, ln.removed[b.b.subject+pk], nil, []byte(owner), keyTTL(placeTTL))
-	return err
+	seq, err := b.b.write(ctx, pk, ln.removed[b.b.subject+pk], nil, []byte(owner), keyTTL(placeTTL))
+	return ownPlace{seq: seq, arrival: seq}, err
+}
+
+// renewPlace writes owner's place at pk again for placeTTL, expecting its
+// revision seq and keeping its arrival.
+func (b *Backend) renewPlace(ctx context.Context, pk, owner string, seq, arrival uint64, placeTTL time.Duration) (uint64, error) {
+	h := natsgo.Header{placeHeader: []string{strconv.FormatUint(arrival, 10)}}
+	return b.b.write(ctx, pk, seq, h, []byte(owner), keyTTL(placeTTL))
+}
+
+// ownPlace is a waiter's place as its last write left it.
+type ownPlace struct {
+	seq, arrival uint64
+}
+
+// renewOnly is AcquireOrEnqueue's short way for a waiter that is not first
+// in line, was not woken since its last call, and read the line less than
+// half a place TTL ago: nothing it waits for was removed (a removal would
+// have woken it), so it renews its place alone, one write expecting the
+// revision its last write got, and stays behind the same place. It reports
+// false when the short way does not apply or the write was refused (the
+// place changed: the caller reads the line).
+func (b *Backend) renewOnly(ctx context.Context, name, owner string, placeTTL time.Duration) (bool, error) {
+	w, ok := b.waker.get(name, owner)
+	if !ok || !w.covered || w.free || w.target == "" || w.target == b.b.subject+b.Key(name) ||
+		w.own.seq == 0 || w.woken || time.Since(w.readAt) >= placeTTL/2 {
+		return false, nil
+	}
+	seq, err := b.renewPlace(ctx, b.PlaceKey(name, owner), owner, w.own.seq, w.own.arrival, placeTTL)
+	if err != nil {
+		if isConflict(err) && ctx.Err() == nil {
+			return false, nil
+		}
+		return false, opError(ctx, "enqueue", name, err)
+	}
+	b.waker.renewed(name, owner, seq)
+	return true, nil
 }
 
 // held records what owner now waits for and returns its HeldError: with a
 // hint of the holder's remaining TTL when owner is first in line.
-func (b *Backend) held(name, owner string, ln line, ahead []place) error {
+func (b *Backend) held(name, owner string, ln line, ahead []place, own ownPlace) error {
 	if len(ahead) > 0 {
 		// Owner would be first but for one place, with the lock free: that
 		// waiter is about to take the lock (and its removal of its place
@@ -299,10 +340,10 @@ func (b *Backend) held(name, owner string, ln line, ahead []place) error {
 		// soon. Further back, the renewals are soon enough.
 		recheck := ln.holder == nil && len(ahead) == 1
 		pred := ahead[len(ahead)-1]
-		b.waker.set(name, owner, pred.subject, pred.seq, recheck)
+		b.waker.set(name, owner, pred.subject, pred.seq, recheck, own)
 		return &lock.HeldError{Name: name}
 	}
-	b.waker.set(name, owner, b.b.subject+b.Key(name), ln.lock.seq, false)
+	b.waker.set(name, owner, b.b.subject+b.Key(name), ln.lock.seq, false, own)
 	return &lock.HeldError{Name: name, TTL: remainingHint(ln.lock)}
 }
 

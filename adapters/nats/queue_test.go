@@ -16,7 +16,8 @@ import (
 // costs on a lease the Backend has not seen (two: a read, the take), and a
 // Client's Acquire and Release through it subscribe to nothing; a refused
 // call reads the lock and its whole queue in one request and writes its
-// place in one more; the first in line takes the lock in three (the read,
+// place in one more, except a waiter behind another that nothing woke since
+// its last read, which renews its place alone; the first in line takes the lock in three (the read,
 // the take, the removal of its place); LeaveQueue is a leader read and a
 // delete marker.
 func TestQueueRoundTrips(t *testing.T) {
@@ -55,6 +56,12 @@ func TestQueueRoundTrips(t *testing.T) {
 	want("AcquireOrEnqueue of a held lock (a new place)", 2, held(a))
 	want("AcquireOrEnqueue by the second in line (a new place)", 2, held(s))
 	want("AcquireOrEnqueue by the first in line (its place renewed)", 2, held(a))
+	// Once the Backend listens on the lock (the first AwaitTurn subscribes
+	// and reads the key waited on, on the leader), a waiter behind another
+	// that nothing woke renews its place alone, without reading the line.
+	want("the first AwaitTurn of the second in line", 1, func() error { return b.AwaitTurn(ctx, "l", s, time.Millisecond) })
+	want("AcquireOrEnqueue by the second in line (reads the line: listening began after its last read)", 2, held(s))
+	want("AcquireOrEnqueue by the second in line, not woken (its place renewed alone)", 1, held(s))
 	want("Release", 1, func() error { return b.Release(ctx, "l", h) })
 	want("AcquireOrEnqueue by the first in line after the release", 3, func() error {
 		_, err := b.AcquireOrEnqueue(ctx, "l", a, ttl, place)

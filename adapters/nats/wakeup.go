@@ -31,6 +31,12 @@ type waiting struct {
 	target string
 	// targetSeq is target's revision when the line was read.
 	targetSeq uint64
+	// own is owner's place as its last write left it, readAt when the
+	// line was last read (see Backend.renewOnly).
+	own    ownPlace
+	readAt time.Time
+	// woken: a removal was posted to box since the line was last read.
+	woken bool
 	// free: the last read saw the lock free and one place ahead (a waiter
 	// about to take it, or one that died): AwaitTurn asks again soon.
 	free bool
@@ -94,17 +100,30 @@ func (w *waker) open(name, owner string) {
 		ls.waiters[owner] = wt
 		w.n++
 	}
-	wt.target, wt.targetSeq, wt.free = "", 0, false
+	wt.target, wt.targetSeq, wt.free, wt.woken = "", 0, false, false
 	wt.covered = len(ls.subs) > 0
 }
 
 // set records what owner waits for after a read of the line.
-func (w *waker) set(name, owner, target string, targetSeq uint64, free bool) {
+func (w *waker) set(name, owner, target string, targetSeq uint64, free bool, own ownPlace) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if ls := w.locks[name]; ls != nil {
 		if wt := ls.waiters[owner]; wt != nil {
 			wt.target, wt.targetSeq, wt.free = target, targetSeq, free
+			wt.own, wt.readAt = own, time.Now()
+		}
+	}
+}
+
+// renewed records the revision of owner's place after a renewal that did
+// not read the line.
+func (w *waker) renewed(name, owner string, seq uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ls := w.locks[name]; ls != nil {
+		if wt := ls.waiters[owner]; wt != nil {
+			wt.own.seq = seq
 		}
 	}
 }
@@ -209,6 +228,7 @@ func (w *waker) dispatch(ls *lockSubs, m *natsgo.Msg) {
 	}
 	for _, wt := range ls.waiters {
 		if wt.target == "" || wt.target == m.Subject {
+			wt.woken = true
 			wake.Post(wt.box)
 		}
 	}
