@@ -207,6 +207,9 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	if tok, ok, err := b.takeWoken(ctx, name, owner, md, ttl); ok || err != nil {
+		return tok, err
+	}
 	if ok, err := b.renewOnly(ctx, name, owner, placeTTL); ok || err != nil {
 		if err != nil {
 			return 0, err
@@ -299,6 +302,47 @@ func (b *Backend) keepPlace(ctx context.Context, name, owner string, placeTTL ti
 func (b *Backend) renewPlace(ctx context.Context, pk, owner string, seq, arrival uint64, placeTTL time.Duration) (uint64, error) {
 	h := natsgo.Header{placeHeader: []string{strconv.FormatUint(arrival, 10)}}
 	return b.b.write(ctx, pk, seq, h, []byte(owner), keyTTL(placeTTL))
+}
+
+// takeWoken is AcquireOrEnqueue's short way for a waiter that was first in
+// line at its last read and has been woken by a removal of the lock key
+// since: places are only ever added behind it, so if the lock is free (one
+// read of the lock key on the stream's leader) it takes it, as the full way
+// would, without reading the whole queue, and removes its place. It reports
+// false when the short way does not apply, the lock is held, or the take
+// was refused (the caller reads the line).
+func (b *Backend) takeWoken(ctx context.Context, name, owner, md string, ttl time.Duration) (fence.Token, bool, error) {
+	lk := b.Key(name)
+	w, ok := b.waker.get(name, owner)
+	if !ok || !w.woken || w.target != b.b.subject+lk || w.own.seq == 0 {
+		return 0, false, nil
+	}
+	cur, err := b.b.last(ctx, lk)
+	if err != nil {
+		return 0, false, opError(ctx, "acquire", name, err)
+	}
+	if l, err := parseLease(cur); err != nil || l != nil {
+		return 0, false, nil
+	}
+	var after uint64
+	if cur != nil {
+		after = cur.seq
+	}
+	seq, err := b.b.write(ctx, lk, after, nil, leaseData(owner, md), keyTTL(ttl))
+	if err != nil {
+		if isConflict(err) && ctx.Err() == nil {
+			return 0, false, nil
+		}
+		return 0, false, opError(ctx, "acquire", name, err)
+	}
+	tok := fence.Token(seq)
+	if !tok.Valid() {
+		return 0, false, fmt.Errorf("fencekit/nats: acquire %q: revision %d exceeds the largest token", name, seq)
+	}
+	b.cache.put(lk, lease{seq: seq, owner: owner, metadata: md, token: tok})
+	b.removePlace(ctx, b.PlaceKey(name, owner), w.own.seq)
+	b.waker.close(name, owner)
+	return tok, true, nil
 }
 
 // ownPlace is a waiter's place as its last write left it.
