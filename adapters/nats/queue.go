@@ -194,8 +194,11 @@ func (b *Backend) readLine(ctx context.Context, name, owner string, leader bool)
 // expires), its place is not counted ahead of anyone while it holds the
 // lock.
 //
-// When nobody waits it costs what Acquire costs on a lease the Backend has
-// not seen: two round trips, the read and the write.
+// Two short ways skip the read of the whole queue: renewOnly (a waiter
+// behind another that nothing woke) and takeWoken (the first in line,
+// woken by the lock key's removal). When nobody waits it costs what Acquire
+// costs on a lease the Backend has not seen: two round trips, the read and
+// the write.
 func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, placeTTL time.Duration) (fence.Token, error) {
 	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
 	if err != nil {
