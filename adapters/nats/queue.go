@@ -423,8 +423,9 @@ func (b *Backend) removePlace(ctx context.Context, pk string, seq uint64) {
 // reads the key it waits on from the stream's leader: when that moved on
 // since the line was read, it returns at once, so that the caller reads
 // again and misses no removal that came before. After a read that saw the lock free with one place
-// ahead of owner's, it waits at most 50 ms (recheckFree). It returns at once when owner is not
-// in line.
+// ahead of owner's, it waits at most 50 ms (recheckFree). When the Backend
+// keeps no wait for owner (it is not in line here, or past 65536 waiters),
+// nothing can wake it and it waits max.
 func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
 	if err := lock.ValidateName(name, owner); err != nil {
 		return err
@@ -434,7 +435,9 @@ func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Du
 	}
 	w, ok := b.waker.get(name, owner)
 	if !ok {
-		return nil
+		// Not in line through this Backend, or past maxWaits: nothing
+		// will wake owner, so it waits for max (its renewal), not less.
+		return wake.Wait(ctx, nil, max)
 	}
 	if !w.covered {
 		subjects := []string{b.b.subject + b.Key(name), b.b.subject + b.QueueKey(name) + ".>"}

@@ -86,3 +86,20 @@ func TestQueueRoundTrips(t *testing.T) {
 		t.Errorf("an uncontended Acquire + Release left %d subscriptions; want %d", got, subs)
 	}
 }
+
+// TestAwaitTurnNotInLineWaitsMax: an owner the Backend keeps no wait for
+// (never queued here) has nothing that could wake it, so AwaitTurn waits
+// its max instead of returning at once, which would make a caller ask
+// again in a loop.
+func TestAwaitTurnNotInLineWaitsMax(t *testing.T) {
+	_, js := natstest.Connect(t, natstest.Single(t).URLs())
+	b := newBackend(t, js, natstest.Bucket(t, js, 1))
+	const max = 100 * time.Millisecond
+	start := time.Now()
+	if err := b.AwaitTurn(testkit.Context(t), "l", testkit.Owner(t), max); err != nil {
+		t.Fatalf("AwaitTurn: %v", err)
+	}
+	if d := time.Since(start); d < max {
+		t.Errorf("AwaitTurn of an owner not in line returned after %v; want its max, %v", d, max)
+	}
+}
