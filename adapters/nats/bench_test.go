@@ -19,8 +19,9 @@ import (
 
 // The benchmarks compare the fenced calls with plain KV calls on the same
 // single-node server and bucket, uncontended: a fenced Put with a KV Put,
-// a fenced acquire and release (lock.Client over the Backend) with a KV
-// Create (with a per-key TTL) and a Delete. Each reports its round trips
+// a fenced acquire and release (lock.Client over the Backend: TryAcquire,
+// and Acquire, which goes through the queue) with a KV Create (with a
+// per-key TTL) and a Delete. Each reports its round trips
 // per operation (rt/op), counted as in TestRoundTrips:
 //
 //	go -C adapters/nats test -run '^$' -bench . -benchtime 500x ./
@@ -84,6 +85,28 @@ func BenchmarkFencedAcquireRelease(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		l, err := client.TryAcquire(ctx, "bench", benchTTL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	reportRT(b, nc, before)
+}
+
+// BenchmarkFencedQueuedAcquireRelease is BenchmarkFencedAcquireRelease
+// through Client.Acquire, which waits in line on this Backend
+// (AcquireOrEnqueue): uncontended, it costs what TryAcquire costs.
+func BenchmarkFencedQueuedAcquireRelease(b *testing.B) {
+	nc, js, bucket := benchEnv(b)
+	client := lock.New(newBackend(b, js, bucket), nil)
+	ctx := context.Background()
+	before := requests(nc)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		l, err := client.Acquire(ctx, "bench", benchTTL)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -66,6 +66,7 @@ func openNats(ctx context.Context, urls, prefix, storePrefix string) (*fencectl.
 		Backend: b,
 		Store:   s,
 		List:    b.List,
+		Waiters: b.Waiters,
 		Bump: func(ctx context.Context, by int64) (fencectl.BumpResult, error) {
 			return bumpNats(ctx, b, lockBucket, by)
 		},
