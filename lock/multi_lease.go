@@ -247,20 +247,29 @@ func (m *MultiLease) lose(l *Lease, cause error) error {
 		m.mu.Lock()
 		ttl := m.ttl
 		m.mu.Unlock()
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), ttl)
-			defer cancel()
-			for _, other := range m.leases {
-				if other.Err() == nil {
-					_ = other.Release(ctx)
-				}
-			}
-		}()
+		go m.releaseRest(ttl)
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.cause
+}
+
+// releaseRest releases the leases of a lost set that are still live, each
+// tried again after a failure whose outcome is unknown (a serialization
+// conflict with the renewal in flight, say), until ttl has passed, after
+// which the backend has let them expire anyway.
+func (m *MultiLease) releaseRest(ttl time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), ttl)
+	defer cancel()
+	for _, l := range m.leases {
+		for pause := time.Millisecond; l.Err() == nil; pause = min(2*pause, 100*time.Millisecond) {
+			err := l.Release(ctx)
+			if err == nil || errors.Is(err, ErrNotHeld) || !sleep(ctx, pause) {
+				break
+			}
+		}
+	}
 }
 
 // end ends the set with cause, once, and reports whether this call did.

@@ -404,28 +404,30 @@ func checkMultiReleaseFreesAll(ctx context.Context, b lock.Backend, ns string) e
 
 func checkMultiKeepAlive(ctx context.Context, b lock.Backend, ns string) error {
 	names := []string{ns + "a", ns + "b"}
-	const ttl = time.Second // renewed every 100ms: a 900ms margin
+	const ttl = 2 * time.Second // renewed every 100ms: a 1.9s margin
 	client := multiClient(b, nil)
 	start := time.Now()
-	set, err := client.AcquireMulti(ctx, names, ttl, lock.WithKeepAlive(true), lock.WithKeepAliveInterval(0.1))
+	set, err := client.AcquireMulti(ctx, names, ttl, lock.WithKeepAlive(true), lock.WithKeepAliveInterval(0.05))
 	if err != nil {
 		return fmt.Errorf("AcquireMulti: %w", err)
 	}
 	defer set.Release(ctx)
 	deadline := time.Now().Add(waitFor)
-	for !set.Deadline().After(start.Add(2 * ttl)) {
+	// Past start+ttl*5/4: every lease was renewed, a quarter TTL or more
+	// after the acquire.
+	for !set.Deadline().After(start.Add(ttl * 5 / 4)) {
 		if err := set.Err(); err != nil {
 			return fmt.Errorf("a kept-alive set ended: %w", err)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the set's deadline did not move past twice its TTL within %v", waitFor)
+			return fmt.Errorf("the set's deadline did not move a quarter TTL past the first within %v", waitFor)
 		}
 		if err := sleep(ctx, 10*time.Millisecond); err != nil {
 			return err
 		}
 	}
 	for _, n := range names {
-		if !set.Lease(n).Deadline().After(start.Add(2 * ttl)) {
+		if !set.Lease(n).Deadline().After(start.Add(ttl * 5 / 4)) {
 			return fmt.Errorf("lease on %q not renewed with the set", n)
 		}
 	}
