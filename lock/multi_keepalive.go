@@ -10,7 +10,11 @@ import (
 // renewal that fails transiently is retried sooner; a lease that is lost
 // loses the set, which stops the keep-alive.
 func (m *MultiLease) startKeepAlive() {
-	ctx, cancel := context.WithCancel(m.ctx)
+	// Not derived from the set's context: a renewal cut short when the set
+	// ends must fail with context.Canceled, not with the set's cause (which
+	// may match ErrNotHeld and would lose the other leases, unreleased).
+	// Every path that ends the set stops the keep-alive.
+	ctx, cancel := context.WithCancel(context.Background())
 	m.mu.Lock()
 	if m.ka != nil || m.ended {
 		m.mu.Unlock()

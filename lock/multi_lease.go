@@ -255,15 +255,16 @@ func (m *MultiLease) lose(l *Lease, cause error) error {
 	return m.cause
 }
 
-// releaseRest releases the leases of a lost set that are still live, each
-// tried again after a failure whose outcome is unknown (a serialization
-// conflict with the renewal in flight, say), until ttl has passed, after
-// which the backend has let them expire anyway.
+// releaseRest releases the leases of a lost set, the lost one included
+// (lost by its local deadline, it may still be held on the server), each
+// tried again after a failure whose outcome is unknown (a conflict with the
+// renewal in flight, say), until ttl has passed, after which the backend has
+// let them expire anyway.
 func (m *MultiLease) releaseRest(ttl time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), ttl)
 	defer cancel()
 	for _, l := range m.leases {
-		for pause := time.Millisecond; l.Err() == nil; pause = min(2*pause, 100*time.Millisecond) {
+		for pause := time.Millisecond; !errors.Is(l.Err(), ErrReleased); pause = min(2*pause, 100*time.Millisecond) {
 			err := l.Release(ctx)
 			if err == nil || errors.Is(err, ErrNotHeld) || !sleep(ctx, pause) {
 				break

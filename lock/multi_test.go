@@ -192,3 +192,39 @@ func TestMultiRefusesBadCalls(t *testing.T) {
 		t.Fatalf("nil option: %v; want ErrInvalid", err)
 	}
 }
+
+// brokenExtendB is a memory backend whose renewals of "b" fail for good
+// (an error for which lock.Retryable is false), while the server still
+// holds b.
+type brokenExtendB struct{ *memory.Backend }
+
+var errBrokenExtend = errors.New("extend: script error")
+
+func (s brokenExtendB) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
+	if name == "b" {
+		return errBrokenExtend
+	}
+	return s.Backend.Extend(ctx, name, owner, ttl)
+}
+
+// TestMultiLossReleasesEveryLease: a set lost because one lease's renewal
+// failed for good releases all its leases, the lost one included, which the
+// server may still hold.
+func TestMultiLossReleasesEveryLease(t *testing.T) {
+	mem := memory.NewBackend()
+	c := lock.New(brokenExtendB{mem}, nil)
+	set, err := c.AcquireMulti(context.Background(), []string{"a", "b"}, time.Minute, lock.WithKeepAlive(true), lock.WithKeepAliveInterval(0.001))
+	if err != nil {
+		t.Fatal(err)
+	}
+	await(t, set.Done(), "the set's end")
+	if !errors.Is(set.Err(), errBrokenExtend) {
+		t.Fatalf("Err = %v; want the renewal's error", set.Err())
+	}
+	for _, n := range []string{"a", "b"} {
+		eventually(t, n+" released with the lost set", func() bool {
+			info, err := mem.Inspect(context.Background(), n)
+			return err == nil && !info.Held
+		})
+	}
+}
