@@ -37,8 +37,8 @@ import (
 //   - Bad input (ValidateMulti) is refused with ErrInvalid before anything
 //     is sent.
 //
-// Types that satisfy MultiBackend in this module: *memory.Backend and
-// *redis.Backend.
+// Types that satisfy MultiBackend in this module: *memory.Backend,
+// *redis.Backend and *postgres.Backend.
 type MultiBackend interface {
 	Backend
 	// AcquireMulti takes every name for owner for ttl, or none of them.

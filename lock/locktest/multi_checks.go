@@ -404,30 +404,31 @@ func checkMultiReleaseFreesAll(ctx context.Context, b lock.Backend, ns string) e
 
 func checkMultiKeepAlive(ctx context.Context, b lock.Backend, ns string) error {
 	names := []string{ns + "a", ns + "b"}
-	const ttl = 2 * time.Second // renewed every 100ms: a 1.9s margin
+	// Renewals every 100ms of a 10s lease: a loaded server has 9.9s to
+	// answer each one.
+	const ttl, past = longTTL, 300 * time.Millisecond
 	client := multiClient(b, nil)
-	start := time.Now()
-	set, err := client.AcquireMulti(ctx, names, ttl, lock.WithKeepAlive(true), lock.WithKeepAliveInterval(0.05))
+	set, err := client.AcquireMulti(ctx, names, ttl, lock.WithKeepAlive(true), lock.WithKeepAliveInterval(0.01))
 	if err != nil {
 		return fmt.Errorf("AcquireMulti: %w", err)
 	}
 	defer set.Release(ctx)
+	// The earliest deadline moving past means every lease was renewed.
+	first0 := set.Deadline()
 	deadline := time.Now().Add(waitFor)
-	// Past start+ttl*5/4: every lease was renewed, a quarter TTL or more
-	// after the acquire.
-	for !set.Deadline().After(start.Add(ttl * 5 / 4)) {
+	for !set.Deadline().After(first0.Add(past)) {
 		if err := set.Err(); err != nil {
 			return fmt.Errorf("a kept-alive set ended: %w", err)
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the set's deadline did not move a quarter TTL past the first within %v", waitFor)
+			return fmt.Errorf("the set's deadline did not move %v past the first within %v", past, waitFor)
 		}
 		if err := sleep(ctx, 10*time.Millisecond); err != nil {
 			return err
 		}
 	}
 	for _, n := range names {
-		if !set.Lease(n).Deadline().After(start.Add(ttl * 5 / 4)) {
+		if !set.Lease(n).Deadline().After(first0.Add(past)) {
 			return fmt.Errorf("lease on %q not renewed with the set", n)
 		}
 	}
