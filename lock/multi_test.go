@@ -3,10 +3,13 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fencekit/fencekit/adapters/memory"
+	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -226,5 +229,108 @@ func TestMultiLossReleasesEveryLease(t *testing.T) {
 			info, err := mem.Inspect(context.Background(), n)
 			return err == nil && !info.Held
 		})
+	}
+}
+
+// TestAcquireMultiLeavesQueueWhenGivingUp: a waiter that gives up leaves the
+// line of the name it waited for.
+func TestAcquireMultiLeavesQueueWhenGivingUp(t *testing.T) {
+	mem := memory.NewBackend()
+	if _, err := mem.Acquire(context.Background(), "b", "someone", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	c := lock.New(mem, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := run(func() error {
+		_, err := c.AcquireMulti(ctx, []string{"a", "b"}, time.Minute)
+		return err
+	})
+	eventually(t, "the waiter in line for b", func() bool { return len(mem.Waiting("b")) == 1 })
+	cancel()
+	if err := await(t, done, "AcquireMulti's return"); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("AcquireMulti = %v; want ErrNotAcquired", err)
+	}
+	if w := mem.Waiting("b"); len(w) != 0 {
+		t.Fatalf("still in line for b: %q", w)
+	}
+	expectFree(t, mem, "a")
+}
+
+// permanentAcquire is a backend whose acquire of "b" fails for good.
+type permanentAcquire struct{ lock.Backend }
+
+var errNoTable = errors.New("relation does not exist")
+
+func (p permanentAcquire) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
+	if name == "b" {
+		return 0, errNoTable
+	}
+	return p.Backend.Acquire(ctx, name, owner, ttl)
+}
+
+func TestAcquireMultiPermanentErrorNotRetried(t *testing.T) {
+	mem := memory.NewBackend()
+	_, err := lock.New(permanentAcquire{mem}, nil).AcquireMulti(context.Background(), []string{"a", "b"}, time.Minute)
+	if !errors.Is(err, errNoTable) || !errors.Is(err, lock.ErrNotAcquired) || !strings.Contains(err.Error(), "1 attempt") {
+		t.Fatalf("AcquireMulti = %v; want ErrNotAcquired and the error, after 1 attempt", err)
+	}
+	expectFree(t, mem, "a")
+}
+
+func TestMultiReleaseOfSetNotHeld(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.NewBackend()
+	set, err := lock.New(mem, nil).TryAcquireMulti(ctx, []string{"a", "b"}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.Release(ctx, "b", set.Owner()); err != nil {
+		t.Fatal(err)
+	}
+	err = set.Release(ctx)
+	if !errors.Is(err, lock.ErrNotHeld) || !errors.Is(err, lock.ErrLost) {
+		t.Fatalf("Release with b gone = %v; want ErrNotHeld and ErrLost", err)
+	}
+	expectFree(t, mem, "a")
+}
+
+// lostReleaseReply is a backend whose first release of "a" fails with an
+// unknown outcome, sending nothing.
+type lostReleaseReply struct {
+	lock.Backend
+	failed atomic.Bool
+}
+
+func (l *lostReleaseReply) Release(ctx context.Context, name, owner string) error {
+	if name == "a" && l.failed.CompareAndSwap(false, true) {
+		return lock.Transient(errors.New("connection reset"))
+	}
+	return l.Backend.Release(ctx, name, owner)
+}
+
+func TestDoMultiRetriesUnknownRelease(t *testing.T) {
+	mem := memory.NewBackend()
+	b := &lostReleaseReply{Backend: mem}
+	err := lock.New(b, nil).DoMulti(context.Background(), []string{"a", "b"}, time.Minute, func(context.Context, *lock.MultiLease) error { return nil })
+	if err != nil || !b.failed.Load() {
+		t.Fatalf("DoMulti = %v (release failed once: %v); want nil after a second release", err, b.failed.Load())
+	}
+	expectFree(t, mem, "a")
+	expectFree(t, mem, "b")
+}
+
+// unreachableBackend answers no acquire: every attempt fails transiently.
+type unreachableBackend struct{ lock.Backend }
+
+func (unreachableBackend) Acquire(context.Context, string, string, time.Duration) (fence.Token, error) {
+	return 0, lock.Transient(errors.New("connection refused"))
+}
+
+func TestAcquireMultiGivesUpWhenUnreachable(t *testing.T) {
+	mem := memory.NewBackend()
+	c := lock.New(unreachableBackend{mem}, &lock.Options{MaxUnreachable: 100 * time.Millisecond, MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+	_, err := c.AcquireMulti(context.Background(), []string{"a", "b"}, time.Minute)
+	if !errors.Is(err, lock.ErrUnreachable) || !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("AcquireMulti = %v; want ErrUnreachable and ErrNotAcquired", err)
 	}
 }

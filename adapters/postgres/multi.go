@@ -18,8 +18,7 @@ var _ lock.MultiBackend = (*Backend)(nil)
 // token, when owner holds it) by the statement Acquire runs, all sent in one
 // pipelined batch, and when another owner holds any of them the transaction
 // is rolled back and the error is a *lock.HeldError for the first such name
-// (in the order given) with its remaining TTL. Three round trips whatever
-// the number of names (BEGIN, the batch, COMMIT or ROLLBACK).
+// (in the order given) with its remaining TTL.
 //
 // The statements lock the rows in the order of names (lock.Client sorts
 // them), so that two sets that overlap cannot deadlock each other; the rows
