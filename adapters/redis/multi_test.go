@@ -106,3 +106,21 @@ func multiOnCluster(t *testing.T, client *goredis.ClusterClient, node *goredis.C
 	require.NoError(t, err)
 	require.NoError(t, set.Release(ctx))
 }
+
+// TestAcquireMultiNotAtomicSendsNothing: on a Ring (whose shards a script
+// cannot span) and with WaitReplicas, AcquireMulti answers ErrNotAtomic
+// before sending anything (the addresses here accept no connection).
+func TestAcquireMultiNotAtomicSendsNothing(t *testing.T) {
+	ctx := testCtx(t)
+	ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"s1": "127.0.0.1:1"}})
+	t.Cleanup(func() { _ = ring.Close() })
+	single := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = single.Close() })
+	for name, b := range map[string]*fenceredis.Backend{
+		"ring":         fenceredis.NewBackend(ring, nil),
+		"WaitReplicas": fenceredis.NewBackend(single, &fenceredis.BackendOptions{WaitReplicas: 1}),
+	} {
+		_, err := b.AcquireMulti(ctx, []string{"a", "b"}, newOwner(t), time.Minute)
+		require.True(t, errors.Is(err, lock.ErrNotAtomic), "%s: AcquireMulti = %v; want ErrNotAtomic", name, err)
+	}
+}
