@@ -42,9 +42,11 @@ type MultiLease struct {
 	ka        context.CancelFunc // nil unless the keep-alive runs
 }
 
-// newMultiLease wraps the tokens of set, acquired with ttl by a request that
-// began before began+..., in a MultiLease, and reports each lease to the
-// Observer.
+// newMultiLease wraps the tokens of set, acquired for ttl, in a
+// MultiLease whose leases share deadline (from before the request that took
+// them), reports each lease to the Observer as acquired (began is when the
+// acquiring call began, attempt its number), and starts the keep-alive when
+// asked. ambiguous says that an earlier attempt may still land.
 func (c *Client) newMultiLease(mdctx context.Context, set []string, owner string, tokens []fence.Token, ttl time.Duration, deadline time.Time, ambiguous, keepAlive bool, began time.Time, attempt int) *MultiLease {
 	m := &MultiLease{client: c, owner: owner, names: set, ttl: ttl}
 	m.ctx, m.cancel = context.WithCancelCause(context.Background())
