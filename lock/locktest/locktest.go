@@ -91,6 +91,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) lock.Backend) {
 	if _, ok := newBackend(t).(lock.QueueBackend); ok {
 		RunQueue(t, newBackend) // the optional capability, when the backend has it
 	}
+	t.Run("Multi", func(t *testing.T) { RunMulti(t, newBackend) }) // multi_checks.go
 }
 
 // Namespace returns a fresh random lock-name prefix.
