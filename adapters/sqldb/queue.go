@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/pgqueue"
+	"github.com/fencekit/fencekit/internal/wake"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -163,7 +164,13 @@ func waitKey(name, owner string) string { return name + "\x00" + owner }
 // Acquire); a refused take adds two autocommit statements (keep owner's
 // place, read the position), and a take by an owner that had queued
 // through this Backend adds one that deletes its place and the expired
-// ones. The queue table must exist: run Migrate after upgrading.
+// ones.
+//
+// Run Migrate after upgrading: until the queue table exists, it falls back
+// to a plain Acquire, which may take a free lock ahead of others, and
+// AwaitTurn then backs off as a Client's polling does (waiting as before
+// queued waiting, unfair but working). A missing lease table is still
+// ErrNotMigrated.
 func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, placeTTL time.Duration) (fence.Token, error) {
 	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
 	if err != nil {
@@ -194,11 +201,19 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 		case err != nil && isConflict(err) && attempt < 3 && ctx.Err() == nil:
 			continue // the statement was undone whole: run it again
 		case err != nil:
-			return 0, classify(ctx, b.d, b.table, fixMigrate, where, err)
+			err = classify(ctx, b.d, b.table, fixMigrate, where, err)
+			if errors.Is(err, ErrNotMigrated) {
+				// No queue table yet: poll, as a Backend without queued
+				// waiting does (queue_fallback.go).
+				return b.acquireUnqueued(ctx, name, owner, ttl)
+			}
+			return 0, err
 		case token > 0:
 			b.waits.Delete(waitKey(name, owner))
+			b.unqueued.Forget(waitKey(name, owner))
 			return token, nil
 		}
+		b.unqueued.Forget(waitKey(name, owner)) // in line: re-checks its turn again
 		b.pace(name, owner).placed(ahead)
 		he := &lock.HeldError{Name: name}
 		if ahead == 0 {
@@ -276,6 +291,9 @@ func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Du
 	}
 	if b.err != nil {
 		return b.err
+	}
+	if d, polling := b.unqueued.Backoff(waitKey(name, owner)); polling {
+		return wake.Wait(ctx, nil, min(d, max)) // no queue table: back off
 	}
 	p := b.pace(name, owner)
 	deadline := time.Now().Add(max)
@@ -383,7 +401,8 @@ func (p *pace) next() time.Duration {
 // LeaveQueue deletes owner's place in name's queue; it is one statement.
 // On PostgreSQL it also notifies the next waiter when owner was first in
 // line, the lock is free, and that waiter listens (one of
-// adapters/postgres on a shared table).
+// adapters/postgres on a shared table). Before Migrate created the queue
+// table it returns nil: nobody has a place.
 func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
 	if err := lock.ValidateName(name, owner); err != nil {
 		return err
@@ -392,6 +411,7 @@ func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
 		return b.err
 	}
 	b.waits.Delete(waitKey(name, owner))
+	b.unqueued.Forget(waitKey(name, owner))
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -403,7 +423,11 @@ func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
 		err = b.db.QueryRowContext(ctx, b.q.leave, name, owner).Scan(&n)
 	}
 	if err != nil {
-		return classify(ctx, b.d, b.table, fixMigrate, fmt.Sprintf("leave the queue of %q", name), err)
+		err = classify(ctx, b.d, b.table, fixMigrate, fmt.Sprintf("leave the queue of %q", name), err)
+		if errors.Is(err, ErrNotMigrated) {
+			return nil // no queue table: nobody has a place to give up
+		}
+		return err
 	}
 	return nil
 }
