@@ -49,6 +49,7 @@ type Backend struct {
 	acquire, extend, release, lookup string
 	q                                queueSQL         // see AcquireOrEnqueue
 	waits                            sync.Map         // waitKey → *pace, see AwaitTurn
+	local                            localLines       // the waiters in line through this Backend (queue_local.go)
 	queue                            string           // the queue table, quoted, for messages
 	unqueued                         pgqueue.Unqueued // waiters polling without the queue table (queue_fallback.go)
 }
@@ -227,10 +228,16 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 	if err := lock.ValidateName(name, owner); err != nil {
 		return err
 	}
+	var err error
 	if b.d == PostgreSQL {
-		return b.releaseAndNotify(ctx, name, owner)
+		err = b.releaseAndNotify(ctx, name, owner)
+	} else {
+		err = b.update(ctx, "release", b.release, name, name, owner)
 	}
-	return b.update(ctx, "release", b.release, name, name, owner)
+	if err == nil {
+		b.local.wakeLeader(name) // a waiter here re-checks at once
+	}
+	return err
 }
 
 // releaseAndNotify is Release on PostgreSQL: one statement that releases

@@ -22,7 +22,7 @@ import (
 // soon as Migrate has run. A missing lease table is still ErrNotMigrated.
 func (b *Backend) acquireUnqueued(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
 	key := waitKey(name, owner)
-	b.waits.Delete(key)
+	b.forget(name, owner)
 	token, err := b.Acquire(ctx, name, owner, ttl)
 	switch {
 	case err == nil:
