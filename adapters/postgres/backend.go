@@ -49,10 +49,12 @@ type Backend struct {
 	table                            string // sanitized, for messages
 	err                              error
 	acquire, extend, release, lookup string
-	sweepSQL                         sweepSQL // see Sweep
-	acquireQueued, leave             string   // see AcquireOrEnqueue
-	releasePlain                     string   // Release without the queue table
-	waker                            *waker   // see AwaitTurn
+	sweepSQL                         sweepSQL         // see Sweep
+	acquireQueued, leave             string           // see AcquireOrEnqueue
+	releasePlain                     string           // Release without the queue table
+	waker                            *waker           // see AwaitTurn
+	queue                            string           // the queue table, sanitized, for messages
+	unqueued                         pgqueue.Unqueued // waiters polling without the queue table (queue_fallback.go)
 }
 
 // NewBackend returns a Backend on pool with the lease table named in opts
@@ -81,6 +83,7 @@ func NewBackend(pool Pool, opts *Options) *Backend {
 		release:       release,
 		leave:         leave,
 		waker:         newWaker(pool),
+		queue:         queue,
 		releasePlain: fmt.Sprintf(`UPDATE %s SET owner = NULL, expires_at = statement_timestamp(), metadata = NULL
 WHERE name = $1 AND owner = $2 AND expires_at > statement_timestamp()`, table),
 		db:    pool,

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 	"unicode/utf8"
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/wake"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -56,7 +58,13 @@ func (b *Backend) WakeChannel() string {
 // Waiting is done by AwaitTurn; a Client calls both (lock.Client.Acquire).
 // The Backend keeps a local mailbox for owner's wake-ups from the first
 // call until owner acquires or calls LeaveQueue, as the Client does when it
-// gives up. The queue table must exist: run Migrate after upgrading.
+// gives up.
+//
+// Run Migrate after upgrading: until the queue table exists, it falls back
+// to a plain Acquire, which may take a free lock ahead of others, and
+// AwaitTurn then backs off as a Client's polling does (waiting as before
+// queued waiting, unfair but working). A missing lease table is still
+// ErrNotMigrated.
 func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, placeTTL time.Duration) (fence.Token, error) {
 	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
 	if err != nil {
@@ -80,11 +88,19 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 		Scan(&token, &heldMicros, &ahead)
 	switch {
 	case err != nil:
-		return 0, wrapTableErr(b.table, fixMigrate, fmt.Sprintf("acquire %q (queued)", name), err)
+		err = wrapTableErr(b.table, fixMigrate, fmt.Sprintf("acquire %q (queued)", name), err)
+		if errors.Is(err, ErrNotMigrated) {
+			// No queue table yet (or an older lease table): poll, as a
+			// Backend without queued waiting does (queue_fallback.go).
+			return b.acquireUnqueued(ctx, name, owner, ttl)
+		}
+		return 0, err
 	case token != nil:
 		b.waker.close(box)
+		b.unqueued.Forget(box)
 		return fence.Token(*token), nil
 	}
+	b.unqueued.Forget(box) // in line: waits for wake-ups again
 	held := &lock.HeldError{Name: name}
 	if ahead == nil || *ahead == 0 {
 		// First in line: wake at the holder's expiry. A lock that looked
@@ -110,11 +126,17 @@ func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Du
 	if b.err != nil {
 		return b.err
 	}
-	return b.waker.await(ctx, mailbox(name, owner), max)
+	box := mailbox(name, owner)
+	if d, polling := b.unqueued.Backoff(box); polling {
+		return wake.Wait(ctx, nil, min(d, max)) // no queue table: back off
+	}
+	return b.waker.await(ctx, box, max)
 }
 
 // LeaveQueue deletes owner's place in name's queue, notifying the next
 // waiter when owner was first in line and the lock is free. One statement.
+// Before Migrate created the queue table it returns nil: nobody has a
+// place.
 func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
 	if err := lock.ValidateName(name, owner); err != nil {
 		return err
@@ -123,12 +145,17 @@ func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
 		return b.err
 	}
 	b.waker.close(mailbox(name, owner))
+	b.unqueued.Forget(mailbox(name, owner))
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	var n int64
 	if err := b.db.QueryRow(ctx, b.leave, name, owner).Scan(&n); err != nil {
-		return wrapTableErr(b.table, fixMigrate, fmt.Sprintf("leave the queue of %q", name), err)
+		err = wrapTableErr(b.table, fixMigrate, fmt.Sprintf("leave the queue of %q", name), err)
+		if errors.Is(err, ErrNotMigrated) {
+			return nil // no queue table: nobody has a place to give up
+		}
+		return err
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/pgqueue"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -46,8 +47,11 @@ type Backend struct {
 	table                            string // quoted, for messages
 	err                              error
 	acquire, extend, release, lookup string
-	q                                queueSQL // see AcquireOrEnqueue
-	waits                            sync.Map // waitKey → *pace, see AwaitTurn
+	q                                queueSQL         // see AcquireOrEnqueue
+	waits                            sync.Map         // waitKey → *pace, see AwaitTurn
+	local                            localLines       // the waiters in line through this Backend (queue_local.go)
+	queue                            string           // the queue table, quoted, for messages
+	unqueued                         pgqueue.Unqueued // waiters polling without the queue table (queue_fallback.go)
 }
 
 var _ lock.Backend = (*Backend)(nil)
@@ -69,7 +73,7 @@ func NewBackend(db *sql.DB, d Dialect, opts *Options) *Backend {
 	if err != nil {
 		return &Backend{err: err}
 	}
-	b := &Backend{d: d, db: db, table: table, q: newQueueSQL(d, table, queue)}
+	b := &Backend{d: d, db: db, table: table, queue: queue, q: newQueueSQL(d, table, queue)}
 	if d == MySQL {
 		// Free (no owner), expired, or already ours: take it. The
 		// assignments run left to right, each seeing the ones before, so
@@ -224,10 +228,16 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 	if err := lock.ValidateName(name, owner); err != nil {
 		return err
 	}
+	var err error
 	if b.d == PostgreSQL {
-		return b.releaseAndNotify(ctx, name, owner)
+		err = b.releaseAndNotify(ctx, name, owner)
+	} else {
+		err = b.update(ctx, "release", b.release, name, name, owner)
 	}
-	return b.update(ctx, "release", b.release, name, name, owner)
+	if err == nil {
+		b.local.wakeLeader(name) // a waiter here re-checks at once
+	}
+	return err
 }
 
 // releaseAndNotify is Release on PostgreSQL: one statement that releases

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/pgqueue"
+	"github.com/fencekit/fencekit/internal/wake"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -23,7 +24,9 @@ var _ lock.QueueBackend = (*Backend)(nil)
 // milliseconds and a long one costs at most one statement per MaxQueuePoll.
 // A waiter n places behind re-checks at about half the time its turn is
 // still away (see Backend.AwaitTurn), and at the latest at its place's
-// renewal. Waiters still take their turns in arrival order.
+// renewal. Of the waiters for one name through one Backend only the one
+// furthest ahead re-checks; the others wait in memory for it to take the
+// lock or leave. Waiters still take their turns in arrival order.
 const (
 	QueuePoll    = 2 * time.Millisecond
 	MaxQueuePoll = 20 * time.Millisecond
@@ -120,8 +123,12 @@ func mysqlQueueSQL(leases, queue string) queueSQL {
 			"ON DUPLICATE KEY UPDATE\n"+
 			"  `queued_at` = IF(`expires_at` <= UTC_TIMESTAMP(6), VALUES(`queued_at`), `queued_at`),\n"+
 			"  `expires_at` = VALUES(`expires_at`)", queue),
-		position: fmt.Sprintf("SELECT (SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), `expires_at`) FROM %s WHERE `name` = ? AND `owner` IS NOT NULL),\n"+
-			"  (SELECT COUNT(*) FROM (%s) a)", leases, mysqlAhead(queue)),
+		// Parameters: name, then mysqlAhead's owner, name, owner, then
+		// name. The lock's token comes with it, for the local line's order
+		// (queue_local.go).
+		position: fmt.Sprintf("SELECT (SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), `expires_at`) FROM %[1]s WHERE `name` = ? AND `owner` IS NOT NULL),\n"+
+			"  (SELECT COUNT(*) FROM (%[2]s) a),\n"+
+			"  (SELECT `token` FROM %[1]s WHERE `name` = ?)", leases, mysqlAhead(queue)),
 		leave: fmt.Sprintf("DELETE FROM %s WHERE `name` = ? AND `owner` = ?", queue),
 		// Parameters: name, name, then mysqlAhead's owner, name, owner.
 		poll: fmt.Sprintf("SELECT (SELECT `token` FROM %[1]s WHERE `name` = ?),\n"+
@@ -163,7 +170,13 @@ func waitKey(name, owner string) string { return name + "\x00" + owner }
 // Acquire); a refused take adds two autocommit statements (keep owner's
 // place, read the position), and a take by an owner that had queued
 // through this Backend adds one that deletes its place and the expired
-// ones. The queue table must exist: run Migrate after upgrading.
+// ones.
+//
+// Run Migrate after upgrading: until the queue table exists, it falls back
+// to a plain Acquire, which may take a free lock ahead of others, and
+// AwaitTurn then backs off as a Client's polling does (waiting as before
+// queued waiting, unfair but working). A missing lease table is still
+// ErrNotMigrated.
 func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, placeTTL time.Duration) (fence.Token, error) {
 	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
 	if err != nil {
@@ -179,6 +192,12 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 		return 0, err
 	}
 	where := fmt.Sprintf("acquire %q (queued)", name)
+	if renewed, err := b.renewBehindLocal(ctx, name, owner, placeTTL); renewed || err != nil {
+		if err != nil {
+			return 0, classify(ctx, b.d, b.table, fixMigrate, where, err)
+		}
+		return 0, &lock.HeldError{Name: name} // others are ahead
+	}
 	for attempt := 1; ; attempt++ {
 		var (
 			token fence.Token
@@ -194,12 +213,20 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 		case err != nil && isConflict(err) && attempt < 3 && ctx.Err() == nil:
 			continue // the statement was undone whole: run it again
 		case err != nil:
-			return 0, classify(ctx, b.d, b.table, fixMigrate, where, err)
+			err = classify(ctx, b.d, b.table, fixMigrate, where, err)
+			if errors.Is(err, ErrNotMigrated) {
+				// No queue table yet: poll, as a Backend without queued
+				// waiting does (queue_fallback.go).
+				return b.acquireUnqueued(ctx, name, owner, ttl)
+			}
+			return 0, err
 		case token > 0:
-			b.waits.Delete(waitKey(name, owner))
+			b.forget(name, owner)
+			b.unqueued.Forget(waitKey(name, owner))
 			return token, nil
 		}
-		b.pace(name, owner).placed(ahead)
+		b.unqueued.Forget(waitKey(name, owner)) // in line: re-checks its turn again
+		b.pace(name, owner).placed(ahead, placeTTL)
 		he := &lock.HeldError{Name: name}
 		if ahead == 0 {
 			// First in line: the holder's TTL, or (a lock that looked
@@ -252,11 +279,12 @@ func (b *Backend) acquireQueuedMySQL(ctx context.Context, name, owner string, tt
 	if _, err := b.db.ExecContext(ctx, b.q.place, name, owner, placeTTL.Microseconds()); err != nil {
 		return 0, 0, 0, err
 	}
-	var heldMicros sql.NullInt64
+	var heldMicros, seen sql.NullInt64
 	var ahead int64
-	if err := b.db.QueryRowContext(ctx, b.q.position, name, owner, name, owner).Scan(&heldMicros, &ahead); err != nil {
+	if err := b.db.QueryRowContext(ctx, b.q.position, name, owner, name, owner, name).Scan(&heldMicros, &ahead, &seen); err != nil {
 		return 0, 0, 0, err
 	}
+	b.pace(name, owner).seen(seen.Int64, ahead)
 	return 0, time.Duration(heldMicros.Int64) * time.Microsecond, ahead, nil
 }
 
@@ -270,6 +298,12 @@ func (b *Backend) acquireQueuedMySQL(ctx context.Context, name, owner string, tt
 // it rises between re-checks), and every (n+1)·QueuePoll before it has
 // measured that. A failed re-check ends the wait early, so that the
 // caller's next AcquireOrEnqueue reports the failure.
+//
+// Of the waiters for one name through this Backend, only the one furthest
+// ahead re-checks (queue_local.go); the others wait in memory until it
+// takes the lock or leaves (then the next one re-checks), at most max. A Release
+// through this Backend wakes the re-checking waiter at once. So the
+// statements per acquisition stay flat in the waiters of one process.
 func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
 	if err := lock.ValidateName(name, owner); err != nil {
 		return err
@@ -277,19 +311,59 @@ func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Du
 	if b.err != nil {
 		return b.err
 	}
+	if d, polling := b.unqueued.Backoff(waitKey(name, owner)); polling {
+		return wake.Wait(ctx, nil, min(d, max)) // no queue table: back off
+	}
 	p := b.pace(name, owner)
+	p.touch()
 	deadline := time.Now().Add(max)
-	t := time.NewTimer(0)
+	t := time.NewTimer(max)
 	defer t.Stop()
-	<-t.C
+	checkNow := false
 	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil
+		}
+		if leads, goneIn := b.local.leads(p); !leads {
+			// A waiter ahead, through this Backend, re-checks for both:
+			// wait until it hands over, until max, or until it counts as
+			// gone (it stopped waiting without a word).
+			wait := min(left, goneIn+time.Millisecond)
+			t.Reset(wait)
+			select {
+			case <-p.box:
+				if p.takeReask() {
+					return nil // the leader found the line stalled: ask again
+				}
+				checkNow = true // maybe leading now: find out where it stands
+				continue
+			case <-t.C:
+				if wait == left {
+					return nil
+				}
+				checkNow = true
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		wait, last := p.next(), false
-		if left := time.Until(deadline); wait >= left {
+		if checkNow {
+			wait, checkNow = 0, false
+		}
+		if wait >= left {
 			wait, last = left, true
 		}
 		t.Reset(wait)
 		select {
 		case <-t.C:
+		case <-p.box:
+			// Released through this Backend, or leading now.
+			if p.first() {
+				return nil // first in line: take it now
+			}
+			last = false
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -310,7 +384,9 @@ func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Du
 			}
 			return nil
 		}
-		p.observe(token.Int64, nAhd, time.Now())
+		if p.observe(token.Int64, held, nAhd, time.Now()) {
+			b.local.stalled(p)
+		}
 		if held == 0 && nAhd == 0 {
 			return nil // owner's turn: the caller takes the lock
 		}
@@ -320,6 +396,9 @@ func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Du
 // pace is what a waiter knows of its turn: the places ahead of it, and the
 // time per turn measured from the lock's token.
 type pace struct {
+	name string
+	box  chan struct{} // wake-ups from the local line (queue_local.go)
+
 	mu        sync.Mutex
 	ahead     int64
 	token     int64     // the token last seen
@@ -327,28 +406,165 @@ type pace struct {
 	perTurn   time.Duration
 	hasSample bool
 	firstPoll time.Duration // the first in line's next interval; 0 while others are ahead
+	joined    bool          // in the local line (localLines.join)
+	reask     bool          // woken to ask again (localLines.stalled)
+	freeAhead int64         // 1 + the token seen free with others ahead; 0 when not
+	freeSince time.Time     // when it was first seen so
+	slot      int64         // the token seen plus the places ahead then: the order of the local line (0: unknown)
+	full      bool          // the next AcquireOrEnqueue runs whole (see renewBehindLocal)
+	place     time.Duration // the place TTL last asked for
+	active    time.Time     // the last AcquireOrEnqueue or AwaitTurn
 }
 
-// pace returns the pace of owner's wait for name, made on first use and
-// forgotten when owner takes the lock or leaves the queue.
+// stallAfter is how long a re-checking waiter sees the lock free with
+// others ahead (at the same token) before it wakes the local waiters to ask
+// again: twice the longest interval at which a first in line re-checks.
+const stallAfter = 2 * MaxQueuePoll
+
+// seen records the lock's token and the places ahead, as a refused
+// AcquireOrEnqueue read them.
+func (p *pace) seen(token, ahead int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if token > 0 {
+		p.slot = token + ahead
+	}
+}
+
+// order is p's place in the local line: the token it saw plus the places
+// ahead of it then (the token rises by one, and the places ahead fall by
+// one, with each turn, so waiters measured at different times compare).
+func (p *pace) order() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.slot
+}
+
+// pace returns the pace of owner's wait for name, made on first use, when
+// owner joins the local line, and forgotten when owner takes the lock or
+// leaves the queue (forget).
 func (b *Backend) pace(name, owner string) *pace {
-	v, _ := b.waits.LoadOrStore(waitKey(name, owner), &pace{})
-	return v.(*pace)
+	v, loaded := b.waits.LoadOrStore(waitKey(name, owner), &pace{name: name, box: wake.NewBox()})
+	p := v.(*pace)
+	if !loaded {
+		b.local.join(p)
+	}
+	return p
+}
+
+// forget drops owner's pace for name and its place in the local line.
+func (b *Backend) forget(name, owner string) {
+	if v, ok := b.waits.LoadAndDelete(waitKey(name, owner)); ok {
+		b.local.leave(v.(*pace))
+	}
 }
 
 // placed records the places ahead that AcquireOrEnqueue reported.
-func (p *pace) placed(ahead int64) {
+func (p *pace) placed(ahead int64, place time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.ahead = ahead
+	p.ahead, p.place, p.active = ahead, place, time.Now()
+}
+
+// touch records that owner is waiting now (AwaitTurn).
+func (p *pace) touch() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.active = time.Now()
+}
+
+// goneIn is how long until gone reports true, if owner does not show up.
+func (p *pace) goneIn(now time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.place == 0 {
+		return time.Hour // never asked: not gone by this measure
+	}
+	return max(p.active.Add(p.place).Sub(now), 0)
+}
+
+// gone reports whether owner stopped waiting without saying so: no
+// AcquireOrEnqueue or AwaitTurn for longer than its place TTL, when its
+// place has expired on the server too.
+func (p *pace) gone(now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.place > 0 && now.Sub(p.active) > p.place
+}
+
+// first reports whether owner was first in line when last seen.
+func (p *pace) first() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ahead == 0
+}
+
+// takeReask reports, and clears, a request to ask again.
+func (p *pace) takeReask() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.reask
+	p.reask = false
+	p.full = p.full || r
+	return r
+}
+
+// renewBehindLocal renews owner's place alone, one statement, on MySQL,
+// when another waiter through this Backend is ahead of owner (the local
+// line's leader): it cannot be owner's turn, so the take and the reading
+// of the position, two of the three statements of a refused
+// AcquireOrEnqueue, are skipped. It reports whether it did. Not after the
+// leader found the line stalled (the local order may be wrong): then the
+// next AcquireOrEnqueue runs whole.
+func (b *Backend) renewBehindLocal(ctx context.Context, name, owner string, placeTTL time.Duration) (bool, error) {
+	if b.d != MySQL {
+		return false, nil
+	}
+	v, ok := b.waits.Load(waitKey(name, owner))
+	if !ok {
+		return false, nil
+	}
+	p := v.(*pace)
+	p.mu.Lock()
+	full := p.full
+	p.full = false
+	p.mu.Unlock()
+	if full {
+		return false, nil
+	}
+	if leads, _ := b.local.leads(p); leads {
+		return false, nil
+	}
+	if _, err := b.db.ExecContext(ctx, b.q.place, name, owner, placeTTL.Microseconds()); err != nil {
+		return false, err
+	}
+	p.mu.Lock()
+	p.place, p.active = placeTTL, time.Now()
+	p.mu.Unlock()
+	return true, nil
 }
 
 // observe records a re-check: the places ahead, and a new time per turn
-// when the token rose since it was first seen.
-func (p *pace) observe(token, ahead int64, now time.Time) {
+// when the token rose since it was first seen. It reports a stall: the
+// lock seen free with others ahead twice in a row at the same token (the
+// waiter first in line is not re-checking).
+func (p *pace) observe(token, held, ahead int64, now time.Time) (stalled bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ahead = ahead
+	if token > 0 {
+		p.slot = token + ahead
+	}
+	switch {
+	case held != 0 || ahead == 0:
+		p.freeAhead = 0
+	case p.freeAhead != token+1:
+		p.freeAhead, p.freeSince = token+1, now
+	case now.Sub(p.freeSince) >= stallAfter:
+		// The lock stayed free, with others ahead, for longer than a
+		// first in line that re-checks takes to notice.
+		p.freeAhead, stalled = 0, true
+	}
 	switch {
 	case p.tokenAt.IsZero() || token < p.token:
 		p.token, p.tokenAt = token, now
@@ -360,6 +576,7 @@ func (p *pace) observe(token, ahead int64, now time.Time) {
 		p.perTurn, p.hasSample = sample, true
 		p.token, p.tokenAt = token, now
 	}
+	return stalled
 }
 
 // next is how long to wait before the next re-check.
@@ -383,7 +600,8 @@ func (p *pace) next() time.Duration {
 // LeaveQueue deletes owner's place in name's queue; it is one statement.
 // On PostgreSQL it also notifies the next waiter when owner was first in
 // line, the lock is free, and that waiter listens (one of
-// adapters/postgres on a shared table).
+// adapters/postgres on a shared table). Before Migrate created the queue
+// table it returns nil: nobody has a place.
 func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
 	if err := lock.ValidateName(name, owner); err != nil {
 		return err
@@ -391,7 +609,8 @@ func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
 	if b.err != nil {
 		return b.err
 	}
-	b.waits.Delete(waitKey(name, owner))
+	b.forget(name, owner)
+	b.unqueued.Forget(waitKey(name, owner))
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -403,7 +622,11 @@ func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
 		err = b.db.QueryRowContext(ctx, b.q.leave, name, owner).Scan(&n)
 	}
 	if err != nil {
-		return classify(ctx, b.d, b.table, fixMigrate, fmt.Sprintf("leave the queue of %q", name), err)
+		err = classify(ctx, b.d, b.table, fixMigrate, fmt.Sprintf("leave the queue of %q", name), err)
+		if errors.Is(err, ErrNotMigrated) {
+			return nil // no queue table: nobody has a place to give up
+		}
+		return err
 	}
 	return nil
 }

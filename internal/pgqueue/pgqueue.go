@@ -2,7 +2,9 @@
 // (lock.QueueBackend). adapters/postgres (pgx) and adapters/sqldb
 // (database/sql, PostgreSQL dialect) share a lease table and its queue
 // table, and their waiters stand in one line, so both must send the same
-// statements: this package is the one place they are written.
+// statements: this package is the one place they are written. It also
+// holds Unqueued, the polling both SQL adapters (MySQL included) fall back
+// to while the queue table does not exist yet.
 package pgqueue
 
 import "fmt"

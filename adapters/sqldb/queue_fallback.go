@@ -1,0 +1,36 @@
+package sqldb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock"
+)
+
+// acquireUnqueued is AcquireOrEnqueue on a schema that Migrate has not
+// upgraded yet: the lease table exists but its queue table does not (an
+// application upgraded before its schema). Rather than fail, the waiter
+// polls, as on a Backend without queued waiting: a plain Acquire, which may
+// take a free lock ahead of others (unfair, as before), whose refusal is
+// the *lock.HeldError wrapped with a note that says to run Migrate (so a
+// Client's Observer sees it with each EventRetrying); AwaitTurn then backs
+// off, doubling from 10 ms to 1 s with jitter, instead of re-checking the
+// queue. Each attempt tries the queue first, so waiting in line resumes as
+// soon as Migrate has run. A missing lease table is still ErrNotMigrated.
+func (b *Backend) acquireUnqueued(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
+	key := waitKey(name, owner)
+	b.forget(name, owner)
+	token, err := b.Acquire(ctx, name, owner, ttl)
+	switch {
+	case err == nil:
+		b.unqueued.Forget(key)
+		return token, nil
+	case errors.Is(err, lock.ErrHeld):
+		b.unqueued.Refused(key)
+		return 0, fmt.Errorf("%w (polling: the queue table %s does not exist yet; run sqldb.Migrate to wait in line)", err, b.queue)
+	}
+	return 0, err
+}
