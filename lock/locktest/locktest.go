@@ -45,6 +45,9 @@
 // waiters skipped, idempotent places. They judge wake-ups by a wide margin
 // (a woken waiter is served within 5 s, its renewal would come after 10 s).
 //
+// A backend that offers resuming a lease (lock.Resumer) gets the checks of
+// that capability from Run as well (RunResume, ResumeChecks).
+//
 // The checks are also exported one by one (Checks, MonotonicCheck), so that
 // the suite's own tests can show that each one fails on a backend that
 // breaks its rule.
@@ -73,7 +76,8 @@ type Check struct {
 const Timeout = 30 * time.Second
 
 // Run runs every check as a subtest of t, and, when the backend implements
-// lock.QueueBackend, the checks of that capability (RunQueue). newBackend is
+// lock.QueueBackend, the checks of that capability (RunQueue), and likewise
+// for lock.Resumer (RunResume). newBackend is
 // called once per check and once more to see which the backend is; it may
 // return the same backend each time.
 func Run(t *testing.T, newBackend func(t *testing.T) lock.Backend) {
@@ -90,6 +94,9 @@ func Run(t *testing.T, newBackend func(t *testing.T) lock.Backend) {
 	}
 	if _, ok := newBackend(t).(lock.QueueBackend); ok {
 		RunQueue(t, newBackend) // the optional capability, when the backend has it
+	}
+	if _, ok := newBackend(t).(lock.Resumer); ok {
+		RunResume(t, newBackend) // resume_checks.go
 	}
 }
 
