@@ -185,14 +185,17 @@ func TestResumeInvalid(t *testing.T) {
 	c := lock.New(f, nil)
 	owner, _ := lock.NewOwner()
 	for what, err := range map[string]error{
-		"empty name":       func() error { _, err := c.Resume(ctx, "", owner, time.Minute); return err }(),
-		"empty owner":      func() error { _, err := c.Resume(ctx, "job", "", time.Minute); return err }(),
-		"ttl below drift":  func() error { _, err := c.Resume(ctx, "job", owner, time.Millisecond); return err }(),
-		"nil option":       func() error { _, err := c.Resume(ctx, "job", owner, time.Minute, nil); return err }(),
-		"nil fn":           c.ResumeDo(ctx, "job", owner, time.Minute, nil),
-		"nil client":       func() error { _, err := (*lock.Client)(nil).Resume(ctx, "job", owner, time.Minute); return err }(),
-		"nil backend":      func() error { _, err := lock.New(nil, nil).Resume(ctx, "job", owner, time.Minute); return err }(),
-		"keep-alive short": func() error { _, err := c.Resume(ctx, "job", owner, 3*time.Millisecond, lock.WithKeepAlive(true)); return err }(),
+		"empty name":      func() error { _, err := c.Resume(ctx, "", owner, time.Minute); return err }(),
+		"empty owner":     func() error { _, err := c.Resume(ctx, "job", "", time.Minute); return err }(),
+		"ttl below drift": func() error { _, err := c.Resume(ctx, "job", owner, time.Millisecond); return err }(),
+		"nil option":      func() error { _, err := c.Resume(ctx, "job", owner, time.Minute, nil); return err }(),
+		"nil fn":          c.ResumeDo(ctx, "job", owner, time.Minute, nil),
+		"nil client":      func() error { _, err := (*lock.Client)(nil).Resume(ctx, "job", owner, time.Minute); return err }(),
+		"nil backend":     func() error { _, err := lock.New(nil, nil).Resume(ctx, "job", owner, time.Minute); return err }(),
+		"keep-alive short": func() error {
+			_, err := c.Resume(ctx, "job", owner, 3*time.Millisecond, lock.WithKeepAlive(true))
+			return err
+		}(),
 	} {
 		if !errors.Is(err, lock.ErrInvalid) {
 			t.Errorf("%s: %v; want ErrInvalid", what, err)
