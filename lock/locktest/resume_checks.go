@@ -356,7 +356,8 @@ func checkClientResumeKeepAlive(ctx context.Context, b lock.Backend, ns string) 
 		return err
 	}
 	name, a := ns+"l", owner()
-	ttl := max(300*time.Millisecond, granularity(b))
+	// A second between renewals' deadlines: wide margins on a loaded machine.
+	ttl := max(time.Second, granularity(b))
 	tok, err := acquire(ctx, b, name, a, longTTL)
 	if err != nil {
 		return err
