@@ -229,3 +229,21 @@ func TestResumeDoReleasesOnPanic(t *testing.T) {
 		t.Fatalf("after ResumeDo's fn panicked: %+v, %v; want free", info, err)
 	}
 }
+
+// TestResumeGivesUpWhenUnreachable: a backend that never answers about the
+// lock is given up on after Options.MaxUnreachable, with an error matching
+// ErrUnreachable and ErrNotAcquired.
+func TestResumeGivesUpWhenUnreachable(t *testing.T) {
+	t.Parallel()
+	f := &flakyResumer{Backend: memory.NewBackend(), err: lock.Transient(errors.New("connection refused"))}
+	f.n.Store(1 << 30)
+	owner, _ := lock.NewOwner()
+	c := lock.New(f, &lock.Options{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxUnreachable: 50 * time.Millisecond})
+	_, err := c.Resume(context.Background(), "job", owner, time.Minute)
+	if !errors.Is(err, lock.ErrUnreachable) || !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("Resume on an unreachable backend: %v; want ErrUnreachable and ErrNotAcquired", err)
+	}
+	if f.calls.Load() < 2 {
+		t.Fatalf("%d attempts; want the transient failure retried before giving up", f.calls.Load())
+	}
+}
