@@ -60,8 +60,9 @@ import (
 //     ErrInvalid before anything is sent (ValidatePlace).
 //
 // Types that satisfy QueueBackend in this module: *memory.Backend,
-// *redis.Backend, *postgres.Backend and *sqldb.Backend; in a module of its
-// own, the etcd adapter's *etcd.Backend.
+// *redis.Backend, *postgres.Backend and *sqldb.Backend; in modules of
+// their own, the etcd adapter's *etcd.Backend and the NATS adapter's
+// *nats.Backend.
 type QueueBackend interface {
 	Backend
 	// AcquireOrEnqueue takes name for owner when it is owner's turn, and

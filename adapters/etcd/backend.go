@@ -40,6 +40,11 @@ type Backend struct {
 	minSeconds atomic.Int64
 	// waits is what each waiter in line waits for (see AwaitTurn).
 	waits waits
+	// lines are the line watches of the names its waiters wait on (see
+	// AwaitTurn).
+	lines lines
+	// spares are place leases kept for reuse (see spareLease).
+	spares spares
 }
 
 // NewBackend returns a Backend that keeps its leases in client, normally a

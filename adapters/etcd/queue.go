@@ -37,6 +37,25 @@ type wait struct {
 	key    string
 	keyRev int64 // the create revision of key when read; 0 if it was absent
 	place  int64 // the create revision of owner's place
+	// placeLease is the etcd lease of owner's place, which a renewal
+	// keeps alive.
+	placeLease clientv3.LeaseID
+	// renewed is when placeLease was last renewed, or after.
+	renewed time.Time
+	// ttl is the lock TTL owner asked for, for the lease granted ahead.
+	ttl time.Duration
+	// quiet is set when owner's last AwaitTurn ran out with the line
+	// watch showing the place ahead of owner's still there: the next
+	// AcquireOrEnqueue renews owner's place without reading the line.
+	quiet bool
+}
+
+// preLease is the lease granted ahead for a waiter first in line (see
+// Backend.pregrant): granted at at for ttl; 0 while the grant is under way.
+type preLease struct {
+	id  clientv3.LeaseID
+	at  time.Time
+	ttl time.Duration
 }
 
 // waits holds the wait of each (name, owner) that is in line, for
@@ -44,6 +63,8 @@ type wait struct {
 type waits struct {
 	mu sync.Mutex
 	m  map[[2]string]wait
+	// pre holds the leases granted ahead, by (name, owner).
+	pre map[[2]string]preLease
 	// seen is when a call on each name was last refused: a hint that the
 	// next call on it will be refused too.
 	seen map[string]time.Time
@@ -63,6 +84,100 @@ func (w *waits) get(name, owner string) (wait, bool) {
 	defer w.mu.Unlock()
 	v, ok := w.m[[2]string{name, owner}]
 	return v, ok
+}
+
+// follow records that owner's place (made at place) now waits for key,
+// made at keyRev: the line watch saw the place ahead of it go.
+func (w *waits) follow(name, owner string, place int64, key string, keyRev int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := [2]string{name, owner}
+	if v, ok := w.m[k]; ok && v.place == place {
+		v.key, v.keyRev, v.quiet = key, keyRev, false
+		w.m[k] = v
+	}
+}
+
+// markQuiet sets the wait's quiet flag, if owner still waits at place for
+// key made at keyRev.
+func (w *waits) markQuiet(name, owner string, place int64, key string, keyRev int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := [2]string{name, owner}
+	if v, ok := w.m[k]; ok && v.place == place && v.key == key && v.keyRev == keyRev {
+		v.quiet = true
+		w.m[k] = v
+	}
+}
+
+// startPre reserves the lease granted ahead for (name, owner), which waits
+// with lock TTL ttl; false when there is one already, or a grant under way,
+// or owner no longer waits.
+func (w *waits) startPre(name, owner string) (time.Duration, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := [2]string{name, owner}
+	v, ok := w.m[k]
+	if _, busy := w.pre[k]; busy || !ok || v.ttl == 0 {
+		return 0, false
+	}
+	if w.pre == nil {
+		w.pre = map[[2]string]preLease{}
+	}
+	w.pre[k] = preLease{}
+	return v.ttl, true
+}
+
+// endPre stores the lease granted ahead (id 0: the grant failed), and
+// reports false when owner no longer waits for it (the caller revokes it).
+func (w *waits) endPre(name, owner string, p preLease) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := [2]string{name, owner}
+	cur, ok := w.pre[k]
+	if !ok || cur.id != 0 {
+		return false
+	}
+	if _, waiting := w.m[k]; !waiting || p.id == 0 {
+		delete(w.pre, k)
+		return false
+	}
+	w.pre[k] = p
+	return true
+}
+
+// endPreAgain puts back a lease granted ahead that a call took but did not
+// use; false when owner no longer waits or has another (the caller revokes
+// this one).
+func (w *waits) endPreAgain(name, owner string, p preLease) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := [2]string{name, owner}
+	if _, busy := w.pre[k]; busy {
+		return false
+	}
+	if _, waiting := w.m[k]; !waiting {
+		return false
+	}
+	if w.pre == nil {
+		w.pre = map[[2]string]preLease{}
+	}
+	w.pre[k] = p
+	return true
+}
+
+// takePre removes and returns the lease granted ahead for (name, owner),
+// if there is one.
+func (w *waits) takePre(name, owner string) (preLease, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := [2]string{name, owner}
+	p, ok := w.pre[k]
+	if !ok || p.id == 0 {
+		return preLease{}, false
+	}
+	delete(w.pre, k)
+	return p, true
 }
 
 // maxContended bounds the names whose contention waits remembers.
@@ -90,10 +205,26 @@ func (w *waits) contended(name string, place time.Duration) bool {
 	return ok && time.Since(at) < place
 }
 
-func (w *waits) drop(name, owner string) {
+// drop forgets owner's wait, and returns the lease granted ahead for it,
+// if any, which the caller revokes unless it used it.
+func (w *waits) drop(name, owner string) clientv3.LeaseID {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	delete(w.m, [2]string{name, owner})
+	k := [2]string{name, owner}
+	delete(w.m, k)
+	p := w.pre[k]
+	if p.id != 0 {
+		delete(w.pre, k)
+	}
+	return p.id
+}
+
+// dropWait forgets owner's wait, revoking in the background the lease
+// granted ahead for it unless it is used (the lease of the lock owner took).
+func (b *Backend) dropWait(ctx context.Context, name, owner string, used clientv3.LeaseID) {
+	if id := b.waits.drop(name, owner); id != 0 && id != used {
+		b.revoke(ctx, id)
+	}
 }
 
 // takeAttempts bounds the Txns one AcquireOrEnqueue spends trying to take a
@@ -128,6 +259,17 @@ const takeAttempts = 3
 // its place in three (Txn, LeaseGrant, Txn), one Raft write fewer than
 // through Acquire's path, and when the lock turns out free it takes it in
 // one request more than Acquire.
+//
+// A waiter whose AwaitTurn granted the lease of its acquisition ahead (it
+// was first in line behind a holder, see AwaitTurn) takes the lock after
+// the release with that lease: one Txn and a KeepAlive sent alongside it
+// (renewing the lease from this call on, without a Raft write), instead of
+// a LeaseGrant and the Txn. A waiter behind another one whose AwaitTurn ran
+// out with the Backend's watch of the line showing the place ahead of it
+// still there renews its place with one KeepAlive, without reading the
+// line: if that place went in the instant before (an event not yet
+// delivered), the call answers ErrHeld from that view, and the waiter's
+// next AwaitTurn returns at once.
 func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, place time.Duration) (fence.Token, error) {
 	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
 	if err != nil {
@@ -167,6 +309,25 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)),
 	}
 	w, waiting := b.waits.get(name, owner)
+	if waiting && w.quiet && w.key != lk && w.placeLease != clientv3.NoLease {
+		// A renewal: owner's last AwaitTurn ran out while the line watch
+		// showed the place ahead of owner's still there. Keep owner's
+		// place alive (one KeepAlive) without reading the line; a
+		// deletion the watch had not yet delivered wakes owner's next
+		// AwaitTurn at once.
+		_, err := b.client.KeepAliveOnce(ctx, w.placeLease)
+		if err == nil {
+			w.quiet = false
+			w.ttl, w.renewed = ttl, time.Now()
+			b.waits.set(name, owner, w)
+			b.waits.sawContended(name)
+			return 0, &lock.HeldError{Name: name}
+		}
+		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return 0, opError(ctx, "enqueue", name, err)
+		}
+		// The place expired: read the line and queue again.
+	}
 	readFirst := b.waits.contended(name, place)
 	if waiting {
 		readFirst = w.key != lk
@@ -186,12 +347,66 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 		mine := ln.at(pk)
 		turn := ln.holder == nil && (len(ln.places) == 0 || mine == 0)
 		if !turn && (ln.holder == nil || string(ln.holder.Value) != owner) {
-			return 0, b.keepPlace(ctx, name, owner, place, ln, readLine)
+			return 0, b.keepPlace(ctx, name, owner, ttl, place, ln, readLine)
 		}
 	}
-	lease, err := b.grant(ctx, ttl)
-	if err != nil {
-		return 0, opError(ctx, "acquire", name, err)
+	// The lease granted ahead while owner was first in line, when it is
+	// still young: the acquisition then needs no LeaseGrant. It renews the
+	// lease (a KeepAlive, no Raft write) alongside the Txn, sent after this
+	// call began, so that the lock lasts ttl from now without a round trip
+	// more in the handoff.
+	lease, ahead := clientv3.NoLease, false
+	pre, ok := b.waits.takePre(name, owner)
+	if ok {
+		if pre.ttl == ttl && time.Since(pre.at) < ttl/2 {
+			lease, ahead = pre.id, true
+		} else {
+			b.revoke(ctx, pre.id)
+		}
+	}
+	type renewal struct {
+		sent time.Time
+		err  error
+	}
+	renewed := make(chan renewal, 1)
+	if ahead {
+		go func() {
+			sent := time.Now()
+			_, err := b.client.KeepAliveOnce(ctx, lease)
+			renewed <- renewal{sent, err}
+		}()
+	} else {
+		var err error
+		if lease, err = b.grant(ctx, ttl); err != nil {
+			return 0, opError(ctx, "acquire", name, err)
+		}
+	}
+	took := func(tok fence.Token) (fence.Token, error) {
+		b.dropWait(ctx, name, owner, lease)
+		if waiting {
+			// The Txn deleted owner's place: its lease holds no key.
+			b.putSpare(w.placeLease, place, w.renewed)
+		}
+		if ahead {
+			if r := <-renewed; r.err != nil {
+				return 0, opError(ctx, "acquire", name, r.err)
+			}
+		}
+		return tok, nil
+	}
+	// keep puts the lease granted ahead back, renewed, for owner's next
+	// call.
+	keep := func() {
+		if !ahead {
+			return
+		}
+		r := <-renewed
+		if r.err == nil {
+			pre.at = r.sent
+		}
+		if r.err != nil || !b.waits.endPreAgain(name, owner, pre) {
+			b.revoke(ctx, lease)
+		}
 	}
 	take := []clientv3.Op{clientv3.OpPut(lk, owner, clientv3.WithLease(lease)), metaOp(mk, md, lease), clientv3.OpDelete(pk)}
 	renew := []clientv3.Op{
@@ -217,15 +432,14 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 			readLine,
 		)).Commit()
 	if err != nil {
+		keep()
 		return 0, opError(ctx, "acquire", name, err)
 	}
 	if resp.Succeeded {
-		b.waits.drop(name, owner)
-		return fence.Token(resp.Header.Revision), nil
+		return took(fence.Token(resp.Header.Revision))
 	}
 	inner := resp.Responses[0].GetResponseTxn()
 	if inner.Succeeded {
-		b.waits.drop(name, owner)
 		prev := inner.Responses[0].GetResponsePut().GetPrevKv()
 		if prev == nil {
 			return 0, fmt.Errorf("fencekit/etcd: acquire %q: the renewing Txn returned no previous key", name)
@@ -233,7 +447,7 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 		if old := clientv3.LeaseID(prev.Lease); old != lease && old != clientv3.NoLease {
 			b.revoke(ctx, old)
 		}
-		return fence.Token(prev.CreateRevision), nil
+		return took(fence.Token(prev.CreateRevision))
 	}
 	ln := readOf(inner.Responses)
 
@@ -253,30 +467,34 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 				Then(take...).
 				Else(readLine...).Commit()
 			if err != nil {
+				keep()
 				return 0, opError(ctx, "acquire", name, err)
 			}
 			if resp.Succeeded {
-				b.waits.drop(name, owner)
-				return fence.Token(resp.Header.Revision), nil
+				return took(fence.Token(resp.Header.Revision))
 			}
 			ln = readOf(resp.Responses)
 			continue
 		}
-		// Not owner's turn: keep its place.
-		b.revoke(ctx, lease)
-		return 0, b.keepPlace(ctx, name, owner, place, ln, readLine)
+		// Not owner's turn: keep its place, and the lease granted ahead.
+		if ahead {
+			keep()
+		} else {
+			b.revoke(ctx, lease)
+		}
+		return 0, b.keepPlace(ctx, name, owner, ttl, place, ln, readLine)
 	}
 }
 
 // keepPlace renews owner's place in ln (a KeepAlive of its lease), or makes
 // it when owner has none or it expired, and returns the HeldError for it.
-func (b *Backend) keepPlace(ctx context.Context, name, owner string, place time.Duration, ln line, readLine []clientv3.Op) error {
+func (b *Backend) keepPlace(ctx context.Context, name, owner string, ttl, place time.Duration, ln line, readLine []clientv3.Op) error {
 	pk := b.PlaceKey(name, owner)
 	mine := ln.at(pk)
 	if mine >= 0 {
 		_, err := b.client.KeepAliveOnce(ctx, clientv3.LeaseID(ln.places[mine].Lease))
 		if err == nil {
-			return b.held(ctx, name, owner, ln, mine)
+			return b.held(ctx, name, owner, ttl, ln, mine)
 		}
 		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return opError(ctx, "enqueue", name, err)
@@ -292,10 +510,10 @@ func (b *Backend) keepPlace(ctx context.Context, name, owner string, place time.
 	}
 	if ln.holder == nil && mine == 0 {
 		// The line moved on while owner queued: ask again at once.
-		b.waits.drop(name, owner)
+		b.dropWait(ctx, name, owner, clientv3.NoLease)
 		return &lock.HeldError{Name: name, TTL: time.Millisecond}
 	}
-	return b.held(ctx, name, owner, ln, mine)
+	return b.held(ctx, name, owner, ttl, ln, mine)
 }
 
 // firstInLine compares true when the lock is free and owner's place, made
@@ -312,7 +530,7 @@ func firstInLine(lk, qk, pk string, place int64) []clientv3.Cmp {
 // enqueue creates owner's place under an etcd lease of place, in a Txn that
 // also reads the line, and returns that read.
 func (b *Backend) enqueue(ctx context.Context, name, owner string, place time.Duration, readLine []clientv3.Op) (line, error) {
-	pl, err := b.grant(ctx, place)
+	pl, err := b.placeLease(ctx, place)
 	if err != nil {
 		return line{}, opError(ctx, "enqueue", name, err)
 	}
@@ -329,7 +547,7 @@ func (b *Backend) enqueue(ctx context.Context, name, owner string, place time.Du
 		rs = rs[1:]
 	} else {
 		// A concurrent call of owner's made the place: keep that one.
-		b.revoke(ctx, pl)
+		b.putSpare(pl, place, time.Now())
 	}
 	return readOf(rs), nil
 }
@@ -345,18 +563,19 @@ func readOf(rs []*etcdserverpb.ResponseOp) line {
 
 // held records what owner waits for, at place mine of ln, and returns the
 // HeldError for it: with the holder's remaining TTL when owner is first.
-func (b *Backend) held(ctx context.Context, name, owner string, ln line, mine int) error {
+func (b *Backend) held(ctx context.Context, name, owner string, ttl time.Duration, ln line, mine int) error {
 	b.waits.sawContended(name)
+	me := ln.places[mine]
 	if mine > 0 {
 		pred := ln.places[mine-1]
-		b.waits.set(name, owner, wait{key: string(pred.Key), keyRev: pred.CreateRevision, place: ln.places[mine].CreateRevision})
+		b.waits.set(name, owner, wait{key: string(pred.Key), keyRev: pred.CreateRevision, place: me.CreateRevision, placeLease: clientv3.LeaseID(me.Lease), renewed: time.Now(), ttl: ttl})
 		return &lock.HeldError{Name: name}
 	}
 	var holderRev int64
 	if ln.holder != nil {
 		holderRev = ln.holder.CreateRevision
 	}
-	b.waits.set(name, owner, wait{key: b.LockKey(name), keyRev: holderRev, place: ln.places[mine].CreateRevision})
+	b.waits.set(name, owner, wait{key: b.LockKey(name), keyRev: holderRev, place: me.CreateRevision, placeLease: clientv3.LeaseID(me.Lease), renewed: time.Now(), ttl: ttl})
 	remaining := time.Millisecond
 	if ln.holder != nil {
 		ttl, err := b.client.TimeToLive(ctx, clientv3.LeaseID(ln.holder.Lease))
@@ -374,12 +593,24 @@ func (b *Backend) held(ctx context.Context, name, owner string, ln line, mine in
 // AwaitTurn blocks until the key that owner's last AcquireOrEnqueue of name
 // left it waiting for is deleted (the place of the waiter ahead, which took
 // the lock, left or expired; or the lock key, released or expired), max
-// has passed, or ctx ends. It watches that key and reads it at the
-// revision where the watch began (a watch and a Get), so a deletion since
-// the AcquireOrEnqueue read it is seen at once. It returns at once when
-// owner is not in line. The watch needs a Client that
-// is also a clientv3.Watcher (a *clientv3.Client is); with any other it
-// waits max, at most 50 ms, so that the waiter polls in line.
+// has passed, or ctx ends. It returns at once when owner is not in line.
+//
+// It costs no request of its own in the steady state: the Backend keeps
+// one watch of name's lock key and one of its queue open while any of its
+// waiters wait on name (and for lineLinger after), shared by all of them
+// and by every AwaitTurn call, and mirrors the line from them (a lineWatch,
+// started by a watch create of each and one read). When the place ahead
+// of owner's goes because that waiter took the lock, AwaitTurn follows the
+// line and waits on, for the new place ahead or, when owner is now first,
+// for the lock key; it then grants the lease of owner's coming acquisition
+// ahead (one LeaseGrant, in the background), so that the acquisition after
+// the release is one Txn and a KeepAlive sent alongside. A deletion that happened before
+// the watches began is caught by the read at the revision where they began,
+// so no wake-up is lost.
+//
+// The watch needs a Client that is also a clientv3.Watcher (a
+// *clientv3.Client is); with any other it waits max, at most 50 ms, so
+// that the waiter polls in line.
 func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
 	if err := lock.ValidateName(name, owner); err != nil {
 		return err
@@ -391,36 +622,66 @@ func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Du
 	if !ok {
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, max)
-	defer cancel()
 	watcher, ok := b.client.(clientv3.Watcher)
 	if !ok {
-		wctx, cancel = context.WithTimeout(wctx, pollInLine)
+		wctx, cancel := context.WithTimeout(ctx, min(max, pollInLine))
 		defer cancel()
 		<-wctx.Done()
 		return ctx.Err()
 	}
-	// The watch starts at the current revision, not at w.rev+1: etcd
-	// serves a watch from a past revision by a catch-up loop that runs
-	// every 100 ms, which would add up to that to a handoff. A deletion
-	// between the read and the watch is caught instead by reading the key
-	// at the revision the watch began: gone, or made again (another create
-	// revision), means it was deleted. The watch ends with wctx; clientv3
-	// shares one stream between the watches of contexts with the same
-	// metadata.
-	ch := watcher.Watch(clientv3.WithRequireLeader(wctx), w.key, clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
-	for wr := range ch {
-		if wr.Err() != nil || len(wr.Events) > 0 {
-			break // a deletion, or a broken watch: ask again
-		}
-		if wr.Created {
-			get, err := b.client.Get(wctx, w.key, clientv3.WithRev(wr.Header.Revision))
-			if err != nil || len(get.Kvs) == 0 || get.Kvs[0].CreateRevision != w.keyRev {
-				break
+	lw := b.lineFor(name, watcher)
+	t := &turn{
+		owner: owner, pk: b.PlaceKey(name, owner),
+		key: w.key, rev: w.keyRev, place: w.place,
+		woken: make(chan struct{}), first: make(chan struct{}, 1),
+	}
+	defer lw.doneWith(t)
+	lw.add(t)
+	timer := time.NewTimer(max)
+	defer timer.Stop()
+	for {
+		select {
+		case <-t.woken:
+			return ctx.Err()
+		case <-t.first:
+			b.pregrant(name, owner)
+		case <-timer.C:
+			if lw.quiet(t) {
+				b.waits.markQuiet(name, owner, t.place, t.key, t.rev)
 			}
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
-	return ctx.Err()
+}
+
+// pregrant grants, in the background, the etcd lease of the acquisition
+// owner waits for, now that it is first in line: the acquisition after the
+// release then takes the lock in one Txn (one Raft write, as etcd's own
+// Mutex) instead of a LeaseGrant and a Txn, and renews the lease with one
+// KeepAlive (no Raft write) sent alongside the Txn, so that the lock lasts
+// its TTL from then. A
+// lease nobody used is revoked when owner takes the lock with another,
+// leaves, or stops waiting, and otherwise lapses at the end of its TTL; it
+// never holds a key before its acquisition.
+func (b *Backend) pregrant(name, owner string) {
+	ttl, ok := b.waits.startPre(name, owner)
+	if !ok {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), revokeTimeout)
+		defer cancel()
+		at := time.Now() // before the request: the lease cannot have started earlier
+		id, err := b.grant(ctx, ttl)
+		if err != nil {
+			id = clientv3.NoLease
+		}
+		if !b.waits.endPre(name, owner, preLease{id: id, at: at, ttl: ttl}) && id != clientv3.NoLease {
+			b.revoke(ctx, id)
+		}
+	}()
 }
 
 // pollInLine is how long AwaitTurn waits at most on a Client that cannot
@@ -436,7 +697,7 @@ func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	b.waits.drop(name, owner)
+	b.dropWait(ctx, name, owner, clientv3.NoLease)
 	// A Txn, not a Delete, so that a Client that pairs a wrapped KV with a
 	// Lease (see Client) needs nothing more.
 	if _, err := b.client.Txn(ctx).Then(clientv3.OpDelete(b.PlaceKey(name, owner))).Commit(); err != nil {

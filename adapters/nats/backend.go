@@ -60,6 +60,7 @@ type BackendOptions struct {
 type Backend struct {
 	b     *bucket
 	cache leaseCache
+	waker waker // queued waiting: see queue.go
 }
 
 // NewBackend returns a Backend that keeps its leases in the KV bucket named
@@ -126,25 +127,38 @@ type lease struct {
 // readLease reads name's entry: nil when the lock is free.
 func (b *Backend) readLease(ctx context.Context, key string) (*record, *lease, error) {
 	cur, err := b.b.last(ctx, key)
-	if err != nil || cur == nil || cur.removed() {
-		return cur, nil, err
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := parseLease(cur)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cur, l, nil
+}
+
+// parseLease reads the lease in a lock key's last message: nil when there
+// is none (no message, or one that says the key was removed).
+func parseLease(cur *record) (*lease, error) {
+	if cur == nil || cur.removed() {
+		return nil, nil
 	}
 	owner, md, _ := bytes.Cut(cur.data, []byte{0})
 	l := &lease{seq: cur.seq, owner: string(owner), metadata: string(md), token: fence.Token(cur.seq)}
 	if v := cur.header.Get(tokenHeader); v != "" {
 		n, ok := parseToken(v)
 		if !ok {
-			return nil, nil, fmt.Errorf("%w: revision %d has token %q", ErrMalformedRecord, cur.seq, v)
+			return nil, fmt.Errorf("%w: revision %d has token %q", ErrMalformedRecord, cur.seq, v)
 		}
 		l.token = fence.Token(n)
 	}
 	if cur.header.Get(ttlHeader) == "" || len(owner) == 0 {
-		return nil, nil, fmt.Errorf("%w: revision %d is not a lease (no TTL or no owner)", ErrMalformedRecord, cur.seq)
+		return nil, fmt.Errorf("%w: revision %d is not a lease (no TTL or no owner)", ErrMalformedRecord, cur.seq)
 	}
 	if !l.token.Valid() {
-		return nil, nil, fmt.Errorf("%w: token %d is out of range", ErrMalformedRecord, l.token)
+		return nil, fmt.Errorf("%w: token %d is out of range", ErrMalformedRecord, l.token)
 	}
-	return cur, l, nil
+	return l, nil
 }
 
 // leaseData is a lease message's data: the owner, then NUL and the holder

@@ -2,6 +2,8 @@ package nats_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,14 +12,16 @@ import (
 
 	fencenats "github.com/fencekit/fencekit/adapters/nats"
 	"github.com/fencekit/fencekit/adapters/nats/internal/natstest"
+	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
 )
 
 // The benchmarks compare the fenced calls with plain KV calls on the same
 // single-node server and bucket, uncontended: a fenced Put with a KV Put,
-// a fenced acquire and release (lock.Client over the Backend) with a KV
-// Create (with a per-key TTL) and a Delete. Each reports its round trips
+// a fenced acquire and release (lock.Client over the Backend: TryAcquire,
+// and Acquire, which goes through the queue) with a KV Create (with a
+// per-key TTL) and a Delete. Each reports its round trips
 // per operation (rt/op), counted as in TestRoundTrips:
 //
 //	go -C adapters/nats test -run '^$' -bench . -benchtime 500x ./
@@ -92,6 +96,28 @@ func BenchmarkFencedAcquireRelease(b *testing.B) {
 	reportRT(b, nc, before)
 }
 
+// BenchmarkFencedQueuedAcquireRelease is BenchmarkFencedAcquireRelease
+// through Client.Acquire, which waits in line on this Backend
+// (AcquireOrEnqueue): uncontended, it costs what TryAcquire costs.
+func BenchmarkFencedQueuedAcquireRelease(b *testing.B) {
+	nc, js, bucket := benchEnv(b)
+	client := lock.New(newBackend(b, js, bucket), nil)
+	ctx := context.Background()
+	before := requests(nc)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		l, err := client.Acquire(ctx, "bench", benchTTL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	reportRT(b, nc, before)
+}
+
 // BenchmarkKVCreateDelete is the hand-made NATS lock: Create with a
 // per-key TTL, then Delete (no owner check, no token).
 func BenchmarkKVCreateDelete(b *testing.B) {
@@ -117,14 +143,28 @@ func BenchmarkKVCreateDelete(b *testing.B) {
 
 // TestRoundTrips pins the round trips of each uncontended call, as the
 // documentation states them: one for Get; two (a leader read, then the
-// conditional write) for every Store write and for a Backend call on a lease
-// it has not seen; one (the conditional write alone) for Extend, Release and
-// a same-owner Acquire of a lease the same Backend took or renewed last;
-// two for Inspect (a read and a stream info for the server's clock).
+// conditional write) for a Store write on a key the Store has not seen, for
+// Advance, and for a Backend call on a lease it has not seen; one (the
+// conditional write alone) for a Put or Delete on a key whose last revision
+// the same Store wrote or read, and for Extend, Release and a same-owner
+// Acquire of a lease the same Backend took or renewed last; three when the
+// remembered revision is stale (the refused write, a read, the write); two
+// for Inspect (a read and a stream info for the server's clock).
 func TestRoundTrips(t *testing.T) {
 	nc, js := natstest.Connect(t, natstest.Single(t).URLs())
 	bucket := natstest.Bucket(t, js, 1)
-	s := newStore(t, js, bucket)
+	sopts := &fencenats.StoreOptions{Prefix: testkit.Namespace(t)}
+	s, err := fencenats.NewStore(testkit.Context(t), js, bucket, sopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// other is a Store on the same records, on a connection of its own
+	// whose requests are not counted.
+	_, otherJS := natstest.Connect(t, natstest.Single(t).URLs())
+	other, err := fencenats.NewStore(testkit.Context(t), otherJS, bucket, sopts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	b, err := fencenats.NewBackend(testkit.Context(t), js, bucket, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -141,10 +181,27 @@ func TestRoundTrips(t *testing.T) {
 		call func() error
 	}{
 		{"Put", 2, func() error { return s.Put(ctx, "k", 1, []byte("v")) }},
-		{"Put again", 2, func() error { return s.Put(ctx, "k", 1, []byte("v")) }},
+		// The Store remembers the revision it wrote: one publish.
+		{"Put again", 1, func() error { return s.Put(ctx, "k", 1, []byte("v")) }},
 		{"Advance", 2, func() error { return s.Advance(ctx, "k", 2) }},
 		{"Get", 1, func() error { _, err := s.Get(ctx, "k"); return err }},
-		{"Delete", 2, func() error { return s.Delete(ctx, "k", 2) }},
+		{"Delete", 1, func() error { return s.Delete(ctx, "k", 2) }},
+		// Another Store wrote the key meanwhile: the publish at the
+		// remembered revision is refused, then a read and a publish.
+		{"Put (after another Store wrote)", 3, func() error {
+			if err := other.Put(ctx, "k", 3, []byte("o")); err != nil {
+				return err
+			}
+			return s.Put(ctx, "k", 3, []byte("v"))
+		}},
+		// A remembered fence above the token proves nothing the read would
+		// not: the write reads, and reports the current fence.
+		{"Put with an older token", 1, func() error {
+			if err := s.Put(ctx, "k", 2, []byte("v")); !errors.Is(err, fence.ErrStale) {
+				return fmt.Errorf("Put with token 2 over fence 3: %v, want ErrStale", err)
+			}
+			return nil
+		}},
 		{"Acquire", 2, func() error { _, err := b.Acquire(ctx, "l", owner, benchTTL); return err }},
 		{"Acquire again (same owner)", 1, func() error { _, err := b.Acquire(ctx, "l", owner, benchTTL); return err }},
 		{"Extend", 1, func() error { return b.Extend(ctx, "l", owner, benchTTL) }},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -50,6 +51,20 @@ type bucket struct {
 	subject string // $KV.<name>.
 	api     string // the JetStream API prefix, $JS.API. by default
 	prefix  string // the key prefix, without the trailing dot
+	// written is the highest revision a write through this bucket got
+	// acknowledged: a replica that answers a read (lastMany) with an older
+	// state has not applied it yet.
+	written atomic.Uint64
+}
+
+// wrote notes that a write got revision seq.
+func (b *bucket) wrote(seq uint64) {
+	for {
+		old := b.written.Load()
+		if seq <= old || b.written.CompareAndSwap(old, seq) {
+			return
+		}
+	}
 }
 
 // openBucket looks the bucket up and returns its stream's configuration.
@@ -208,6 +223,7 @@ func (b *bucket) write(ctx context.Context, key string, after uint64, header nat
 	if err != nil {
 		return 0, err
 	}
+	b.wrote(ack.Sequence)
 	return ack.Sequence, nil
 }
 

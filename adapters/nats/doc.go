@@ -10,6 +10,12 @@
 // the same message as its value and writes by compare-and-set on the
 // revision.
 //
+// The Backend is also a lock.QueueBackend: a waiter's place in line is a KV
+// key with a per-key TTL of its own, places are served by arrival revision,
+// and waiters are woken through core NATS subscriptions to the removal of
+// the lock key or of the place ahead (queue.go, docs/nats.md "Queued
+// waiting").
+//
 // The package lives in a module of its own, so that nats.go stays out of the
 // core fencekit module. docs/nats.md describes the key layout, the bucket
 // settings, what holds under each fault and configuration, and the known

@@ -33,10 +33,14 @@ type StoreOptions struct {
 // compares the fence with the token as integers, and publishes the new
 // message with the read revision as the expected last sequence of its
 // subject: the leader refuses it if anything was written in between, and
-// the write starts over. A write is two round trips when uncontended.
-// It is safe for concurrent use.
+// the write starts over. A write is two round trips when uncontended, and
+// one for a Put or a Delete on a key whose last message this Store wrote
+// or read (it remembers that message's revision and fence for up to 4096
+// keys, and publishes at once expecting it; if the key moved on, the
+// leader refuses and the write reads). It is safe for concurrent use.
 type Store struct {
-	b *bucket
+	b     *bucket
+	cache revCache
 }
 
 // NewStore returns a Store that keeps its records in the KV bucket named
@@ -63,7 +67,7 @@ func (s *Store) Key(key string) string { return s.b.key("fence", key) }
 // raises the fence to token. Otherwise it returns a *fence.StaleError and
 // changes nothing. A nil value is stored as an empty one.
 func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []byte) error {
-	return s.write(ctx, "put", key, token, func(*record) (natsgo.Header, []byte) {
+	return s.write(ctx, "put", key, token, true, func(*record) (natsgo.Header, []byte) {
 		return natsgo.Header{}, value
 	})
 }
@@ -72,7 +76,7 @@ func (s *Store) Put(ctx context.Context, key string, token fence.Token, value []
 // fence in a KV delete marker, so that an older token can never re-create
 // the key.
 func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error {
-	return s.write(ctx, "delete", key, token, func(*record) (natsgo.Header, []byte) {
+	return s.write(ctx, "delete", key, token, true, func(*record) (natsgo.Header, []byte) {
 		return natsgo.Header{kvOpHeader: []string{"DEL"}}, nil
 	})
 }
@@ -81,7 +85,7 @@ func (s *Store) Delete(ctx context.Context, key string, token fence.Token) error
 // keeping the value (or its absence): every holder with an older token is
 // refused from now on.
 func (s *Store) Advance(ctx context.Context, key string, token fence.Token) error {
-	return s.write(ctx, "advance", key, token, func(cur *record) (natsgo.Header, []byte) {
+	return s.write(ctx, "advance", key, token, false, func(cur *record) (natsgo.Header, []byte) {
 		if cur == nil || cur.removed() {
 			return natsgo.Header{kvOpHeader: []string{"DEL"}}, nil
 		}
@@ -91,8 +95,10 @@ func (s *Store) Advance(ctx context.Context, key string, token fence.Token) erro
 
 // write compares and writes until the write lands, the token is found
 // stale, or ctx ends. next gives the new message from the current one
-// (nil when the key has none); write adds the fence.
-func (s *Store) write(ctx context.Context, op, key string, token fence.Token, next func(cur *record) (natsgo.Header, []byte)) error {
+// (nil when the key has none); write adds the fence. When blind, next
+// does not look at the current message, and a first attempt may publish
+// at the revision the cache remembers without reading (see revCache).
+func (s *Store) write(ctx context.Context, op, key string, token fence.Token, blind bool, next func(cur *record) (natsgo.Header, []byte)) error {
 	if err := fence.ValidateWrite(key, token); err != nil {
 		return err
 	}
@@ -100,20 +106,28 @@ func (s *Store) write(ctx context.Context, op, key string, token fence.Token, ne
 		return err
 	}
 	k := s.Key(key)
-	for {
-		cur, err := s.b.last(ctx, k)
-		if err != nil {
-			return opError(ctx, op, key, err)
-		}
+	for attempt := 0; ; attempt++ {
+		var cur *record
 		var after uint64
-		if cur != nil {
-			after = cur.seq
-			f, err := recordFence(cur)
-			if err != nil {
-				return fmt.Errorf("fencekit/nats: %s %q: %w", op, key, err)
+		if r, ok := s.cache.get(k); blind && attempt == 0 && ok && r.fence <= token {
+			after = r.seq
+		} else {
+			var err error
+			if cur, err = s.b.last(ctx, k); err != nil {
+				s.cache.drop(k)
+				return opError(ctx, op, key, err)
 			}
-			if f > token {
-				return fence.Stale(key, token, f)
+			if cur != nil {
+				after = cur.seq
+				f, err := recordFence(cur)
+				if err != nil {
+					s.cache.drop(k)
+					return fmt.Errorf("fencekit/nats: %s %q: %w", op, key, err)
+				}
+				s.cache.put(k, revision{seq: cur.seq, fence: f})
+				if f > token {
+					return fence.Stale(key, token, f)
+				}
 			}
 		}
 		h, data := next(cur)
@@ -121,15 +135,17 @@ func (s *Store) write(ctx context.Context, op, key string, token fence.Token, ne
 		if data == nil {
 			data = []byte{}
 		}
-		_, err = s.b.write(ctx, k, after, h, data, 0)
+		seq, err := s.b.write(ctx, k, after, h, data, 0)
 		if err == nil {
+			s.cache.put(k, revision{seq: seq, fence: token})
 			return nil
 		}
+		s.cache.drop(k)
 		if !isConflict(err) || ctx.Err() != nil {
 			return opError(ctx, op, key, err)
 		}
-		// Another write landed between the read and this one: nothing
-		// was written; compare again with what is there now.
+		// Another write landed since the revision this one expected:
+		// nothing was written; compare again with what is there now.
 	}
 }
 
@@ -162,7 +178,8 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return fence.Record{}, err
 	}
-	cur, err := s.b.last(ctx, s.Key(key))
+	k := s.Key(key)
+	cur, err := s.b.last(ctx, k)
 	if err != nil {
 		return fence.Record{}, opError(ctx, "get", key, err)
 	}
@@ -173,6 +190,7 @@ func (s *Store) Get(ctx context.Context, key string) (fence.Record, error) {
 	if err != nil {
 		return fence.Record{}, fmt.Errorf("fencekit/nats: get %q: %w", key, err)
 	}
+	s.cache.put(k, revision{seq: cur.seq, fence: f})
 	rec := fence.Record{Fence: f}
 	if cur.removed() {
 		return rec, fmt.Errorf("%w: %q", fence.ErrNotFound, key)

@@ -31,6 +31,14 @@ type FaultEnv struct {
 	Other fence.Store
 	// NS starts every key the check uses.
 	NS string
+	// RequestsBeforeWrite is how many requests Store sends, each waiting
+	// for its reply, before the request that writes, in a write on a key
+	// it has not written before (a read of the current fence, say). The
+	// lost-reply checks let those replies through and lose the write's.
+	// Zero (a write is one request) suits most stores. It needs a client
+	// that sends each request in one piece (see
+	// faultproxy.Proxy.HoldRepliesAfter).
+	RequestsBeforeWrite int
 }
 
 // FaultCheck is one check of the fault kit.
@@ -180,7 +188,7 @@ func checkLostReplyNotResent(ctx context.Context, env FaultEnv, op writeOp) erro
 	newer := func(ctx context.Context) error {
 		return accepted("Put by the newer holder", k, 6, env.Other.Put(ctx, k, 6, []byte("newer")))
 	}
-	callErr, err := faultkit.LoseReply(ctx, env.Proxy, call,
+	callErr, err := faultkit.LoseReplyAfter(ctx, env.Proxy, env.RequestsBeforeWrite, call,
 		func(ctx context.Context) error { return op.do(ctx, env.Store, k, 5, []byte("v5")) },
 		fenceIs(env.Other, k, 5), newer)
 	if err != nil {
@@ -195,7 +203,7 @@ func checkRetryAfterLostReply(ctx context.Context, env FaultEnv, op writeOp) err
 		return err
 	}
 	call := fmt.Sprintf("%s(%q, token 5)", op.name, k)
-	callErr, err := faultkit.LoseReply(ctx, env.Proxy, call,
+	callErr, err := faultkit.LoseReplyAfter(ctx, env.Proxy, env.RequestsBeforeWrite, call,
 		func(ctx context.Context) error { return op.do(ctx, env.Store, k, 5, []byte("first")) },
 		fenceIs(env.Other, k, 5), nil)
 	if err != nil {
@@ -218,7 +226,7 @@ func checkRetryAfterNewerHolder(ctx context.Context, env FaultEnv) error {
 		return err
 	}
 	call := fmt.Sprintf("Put(%q, token 5)", k)
-	callErr, err := faultkit.LoseReply(ctx, env.Proxy, call,
+	callErr, err := faultkit.LoseReplyAfter(ctx, env.Proxy, env.RequestsBeforeWrite, call,
 		func(ctx context.Context) error { return env.Store.Put(ctx, k, 5, []byte("first")) },
 		fenceIs(env.Other, k, 5), nil)
 	if err != nil {

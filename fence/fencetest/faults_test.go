@@ -40,7 +40,7 @@ func TestRunFaultsOnANetworkStore(t *testing.T) {
 
 // faultFailures runs every fault check against a store made by newStore and
 // returns the names that failed, with their errors.
-func faultFailures(t *testing.T, addr string, newStore fencetest.NewNetStore) map[string]error {
+func faultFailures(t *testing.T, addr string, newStore fencetest.NewNetStore, requestsBeforeWrite int) map[string]error {
 	t.Helper()
 	failed := map[string]error{}
 	for _, c := range fencetest.FaultChecks() {
@@ -49,7 +49,7 @@ func faultFailures(t *testing.T, addr string, newStore fencetest.NewNetStore) ma
 			t.Fatal(err)
 		}
 		var d net.Dialer
-		env := fencetest.FaultEnv{Store: newStore(t, p.Dial), Proxy: p, Other: newStore(t, d.DialContext), NS: fencetest.Namespace()}
+		env := fencetest.FaultEnv{Store: newStore(t, p.Dial), Proxy: p, Other: newStore(t, d.DialContext), NS: fencetest.Namespace(), RequestsBeforeWrite: requestsBeforeWrite}
 		ctx, cancel := context.WithTimeout(context.Background(), fencetest.FaultTimeout)
 		if err := c.Run(ctx, env); err != nil {
 			failed[c.Name] = err
@@ -96,7 +96,7 @@ func TestFaultKitCatchesBrokenClients(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			failed := faultFailures(t, srv.Addr(), wireStores(srv.Addr(), tc.defects))
+			failed := faultFailures(t, srv.Addr(), wireStores(srv.Addr(), tc.defects), 0)
 			for _, name := range names {
 				err, didFail := failed[name]
 				switch want := slices.Contains(tc.mustFail, name); {
@@ -106,6 +106,33 @@ func TestFaultKitCatchesBrokenClients(t *testing.T) {
 					t.Errorf("%s failed on a client that only %s: %v", name, tc.name, err)
 				case didFail:
 					t.Logf("%s caught it: %v", name, err)
+				}
+			}
+		})
+	}
+}
+
+// TestFaultKitRequestsBeforeWrite: on a store whose write reads the key
+// first (two requests), the kit with RequestsBeforeWrite 1 lets the read's
+// reply through and loses the write's: every check passes on a correct
+// client, and the lost-reply checks still catch one that resends writes.
+func TestFaultKitRequestsBeforeWrite(t *testing.T) {
+	srv := wireServer(t)
+	for _, tc := range []struct {
+		name     string
+		defects  wirestore.Defects
+		mustFail []string
+	}{
+		{"correct", wirestore.Defects{ReadFirst: true}, nil},
+		{"resends writes after a network error", wirestore.Defects{ReadFirst: true, ResendWrites: true},
+			[]string{"PutLostReplyNotResent", "DeleteLostReplyNotResent", "AdvanceLostReplyNotResent"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			failed := faultFailures(t, srv.Addr(), wireStores(srv.Addr(), tc.defects), 1)
+			for _, c := range fencetest.FaultChecks() {
+				err, didFail := failed[c.Name]
+				if want := slices.Contains(tc.mustFail, c.Name); want != didFail {
+					t.Errorf("%s on a client that reads before it writes (%s): failed %v (%v), want failed %v", c.Name, tc.name, didFail, err, want)
 				}
 			}
 		})

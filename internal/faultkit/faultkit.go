@@ -118,7 +118,16 @@ var ErrHang = errors.New("the call hangs")
 // warms the store up first (a connection in the pool, a script or statement
 // cached) with the same kind of call.
 func LoseReply(ctx context.Context, p *faultproxy.Proxy, what string, call func(context.Context) error, landed func(context.Context) (bool, error), between func(context.Context) error) (callErr, err error) {
-	p.Hold(faultproxy.Downstream)
+	return LoseReplyAfter(ctx, p, 0, what, call, landed, between)
+}
+
+// LoseReplyAfter is LoseReply for a call that sends pass requests, each
+// waiting for its reply, before the request whose reply is lost (a read
+// before a conditional write): their replies go through
+// (faultproxy.Proxy.HoldRepliesAfter), every later one is held. pass = 0
+// is LoseReply.
+func LoseReplyAfter(ctx context.Context, p *faultproxy.Proxy, pass int, what string, call func(context.Context) error, landed func(context.Context) (bool, error), between func(context.Context) error) (callErr, err error) {
+	p.HoldRepliesAfter(pass)
 	r := start(ctx, CallTimeout, call)
 	if err := Poll(ctx, what+" to reach the server while replies are held", landed); err != nil {
 		return nil, r.abandon(p, fmt.Errorf("%w (the kit holds replies right after a warm-up call of the same kind; the request must go out on a connection that is already set up)", err))

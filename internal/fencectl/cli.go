@@ -25,11 +25,18 @@ const (
 
 // usageError is a mistake in the command line, or a request the backend
 // cannot serve: exit code 2.
-type usageError struct{ msg string }
+type usageError struct {
+	msg string
+	err error // the refusal it stands for, if any (Refused)
+}
 
 func (e *usageError) Error() string { return e.msg }
 
-func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
 
 // nothingError means there was nothing to do: exit code 3.
 type nothingError struct{ msg string }
@@ -98,7 +105,7 @@ commands:
   release --force NAME --fence KEY [--fence KEY...]
                                    raise the fences of the KEYs past the holder's token,
                                    then delete the lease (--no-fence: no keys)
-  bump --by N                      SQL backends, after a restore: raise every token by N
+  bump --by N                      after a restore (SQL, NATS): raise every token by N
   watch [PREFIX] [--interval D] [--count N]
                                    a live table of the held locks (token, TTL, metadata,
                                    waiters in line), redrawn every D; q or Ctrl-C quits
@@ -151,7 +158,7 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, &usageError{err.Error()}
+			return nil, &usageError{msg: err.Error()}
 		}
 		rest = fs.Args()
 		if len(rest) == 0 {

@@ -182,5 +182,8 @@ func bump(ctx context.Context, t *target, p *printer, by int64) error {
 		return err
 	}
 	v := bumpView{By: by, Rows: res.Rows, MaxToken: int64(res.MaxToken)}
+	if res.summary != "" {
+		return p.print(v, "%s\n", res.summary)
+	}
 	return p.print(v, "raised %d lease rows (the floor row included) by %d; the highest token is now %d\n", v.Rows, v.By, v.MaxToken)
 }

@@ -53,11 +53,30 @@ type Target struct {
 	// in its lock's queue; watch shows them as WAITERS. nil where the
 	// backend has no queue to read.
 	Waiters func(ctx context.Context, names []string) ([]int64, error)
-	// NoBump says why bump does not apply.
+	// Bump raises the backend's tokens by by after a restore, so that no
+	// token issued before is issued again; nil where bump does not apply.
+	Bump func(ctx context.Context, by int64) (BumpResult, error)
+	// NoBump says why bump does not apply, when Bump is nil.
 	NoBump string
 	// Close releases the connections.
 	Close func()
 }
+
+// BumpResult is what a Target's Bump did.
+type BumpResult struct {
+	// Rows is the number of records the bump raised or removed.
+	Rows int64
+	// MaxToken is the highest token afterwards: every token issued from
+	// then on is above it.
+	MaxToken fence.Token
+	// Summary is the line fencectl prints for it without --json.
+	Summary string
+}
+
+// Refused marks err as a request that the backend refused with nothing
+// changed: fencectl prints it and exits with 2, as for a usage error.
+// errors.Is still matches err's sentinels.
+func Refused(err error) error { return &usageError{msg: err.Error(), err: err} }
 
 // kinds are the backends added with Register.
 var kinds []Kind
@@ -75,5 +94,12 @@ func openKind(ctx context.Context, k Kind, c *config) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &target{kind: k.Name, backend: t.Backend, store: t.Store, list: t.List, waiters: t.Waiters, noBump: t.NoBump, close: t.Close}, nil
+	tg := &target{kind: k.Name, backend: t.Backend, store: t.Store, list: t.List, waiters: t.Waiters, noBump: t.NoBump, close: t.Close}
+	if t.Bump != nil {
+		tg.bump = func(ctx context.Context, by int64) (bumpResult, error) {
+			r, err := t.Bump(ctx, by)
+			return bumpResult{Rows: r.Rows, MaxToken: r.MaxToken, summary: r.Summary}, err
+		}
+	}
+	return tg, nil
 }

@@ -36,6 +36,7 @@ type target struct {
 type bumpResult struct {
 	Rows     int64
 	MaxToken fence.Token
+	summary  string // the line to print; the SQL backends' when empty
 }
 
 // backends names the kinds fencectl knows, in the order its messages
@@ -158,7 +159,7 @@ func openPostgres(ctx context.Context, c *config) (*target, error) {
 		waiters: admin.Waiters,
 		bump: func(ctx context.Context, by int64) (bumpResult, error) {
 			r, err := admin.Bump(ctx, by)
-			return bumpResult(r), err
+			return bumpResult{Rows: r.Rows, MaxToken: r.MaxToken}, err
 		},
 		close: pool.Close,
 	}, nil

@@ -63,7 +63,7 @@ func openSQL(ctx context.Context, c *config, db *sql.DB, d sqldb.Dialect, what, 
 		waiters: admin.Waiters,
 		bump: func(ctx context.Context, by int64) (bumpResult, error) {
 			r, err := admin.Bump(ctx, by)
-			return bumpResult(r), err
+			return bumpResult{Rows: r.Rows, MaxToken: r.MaxToken}, err
 		},
 		close: func() { _ = db.Close() },
 	}, nil

@@ -22,7 +22,7 @@ func init() {
 }
 
 const chaosUsage = `usage: fencelab chaos [-backend memory|redis|postgres] [-duration D] [-workers N]
-                      [-keys K] [-ttl T] [-seed S] [-unfenced] [-faults=false]
+                      [-keys K] [-ttl T] [-seed S] [-unfenced] [-polling] [-faults=false]
                       [-redis-url URL] [-postgres-url URL]
                       [-kill-server-every D [-kill-downtime D]]
 
@@ -56,6 +56,7 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 		keys       = fs.Int("keys", 3, "shared counters, each with its own lock")
 		seed       = fs.Uint64("seed", 0, "random seed for pauses and faults (0: random; the run is not replayable, timing is real)")
 		unfenced   = fs.Bool("unfenced", false, "write without fencing (lock only, plain writes): the checker must report lost increments")
+		polling    = fs.Bool("polling", false, "workers poll for their locks instead of waiting in line (lock.QueueOptions.Polling), as every acquire did before queued waiting")
 		pause      = fs.Float64("pause", 0.15, "probability that a cycle freezes its worker for 1.2 to 2.5 TTLs")
 		faults     = fs.Bool("faults", true, "for redis and postgres: run the client through an in-process proxy that injects delays, cuts and lost replies")
 		faultEvery = fs.Duration("fault-every", 500*time.Millisecond, "mean time between network faults")
@@ -140,6 +141,7 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 		TTL:         *ttlFlag,
 		Seed:        *seed,
 		Unfenced:    *unfenced,
+		Polling:     *polling,
 		PauseChance: pauseChance(*pause),
 		Network:     network,
 		FaultEvery:  *faultEvery,

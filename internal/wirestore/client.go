@@ -26,6 +26,10 @@ type Defects struct {
 	IgnoreContext bool
 	// SwallowErrors reports a write that failed on the network as done.
 	SwallowErrors bool
+	// ReadFirst is no defect: every write first reads the key (a get, and
+	// waits for its reply), as a store that compares on the client side
+	// does, so a write is two requests.
+	ReadFirst bool
 }
 
 // resends is how many times a call is sent again after a network error when
@@ -156,6 +160,11 @@ func (c *Client) roundTrip(ctx context.Context, req request) (reply, error) {
 func (c *Client) write(ctx context.Context, op, key string, token fence.Token, value []byte) error {
 	if err := fence.ValidateWrite(key, token); err != nil {
 		return err
+	}
+	if c.defects.ReadFirst {
+		if _, err := c.call(ctx, request{Op: "get", Key: key}, true); err != nil {
+			return err
+		}
 	}
 	r, err := c.call(ctx, request{Op: op, Key: key, Token: token, Value: value}, c.defects.ResendWrites)
 	if err != nil {

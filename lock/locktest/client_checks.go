@@ -185,8 +185,10 @@ func checkLeaseTTLAndRelease(ctx context.Context, b lock.Backend, ns string) err
 
 func checkLostAtDeadline(ctx context.Context, b lock.Backend, ns string) error {
 	c := lock.New(b, nil)
-	// A TTL below a Granular backend's unit would be rounded up anyway.
-	l, err := c.TryAcquire(ctx, ns+"l", max(shortTTL, granularity(b)))
+	// A TTL below a Granular backend's unit would be rounded up anyway. Four
+	// times shortTTL: TryAcquire fails when its reply arrives after the
+	// local deadline, which a 60 ms TTL saw once on a loaded machine.
+	l, err := c.TryAcquire(ctx, ns+"l", max(4*shortTTL, granularity(b)))
 	if err != nil {
 		return fmt.Errorf("TryAcquire: %w", err)
 	}
@@ -204,7 +206,11 @@ func checkLostAtDeadline(ctx context.Context, b lock.Backend, ns string) error {
 
 func checkKeepAlive(ctx context.Context, b lock.Backend, ns string) error {
 	// A Granular backend's unit, when longer: the lease lasts that long anyway.
-	ttl := max(300*time.Millisecond, granularity(b))
+	// 900 ms: renewals go every third of the TTL, so a renewal that a loaded
+	// machine delays by two thirds of it loses the lease, and at 300 ms that
+	// happened on a shared 2-core machine at load 12-16. Below a second, so
+	// that a backend sending whole seconds (0 here) is still caught.
+	ttl := max(900*time.Millisecond, granularity(b))
 	extended := make(chan struct{}, 64)
 	c := lock.New(b, &lock.Options{KeepAlive: true, Observer: func(e lock.Event) {
 		if e.Kind == lock.EventExtended {

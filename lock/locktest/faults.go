@@ -33,6 +33,14 @@ type FaultEnv struct {
 	Other lock.Backend
 	// NS starts every lock name the check uses.
 	NS string
+	// RequestsBeforeAcquire is how many requests Backend sends, each
+	// waiting for its reply, before the request that takes the lock, in an
+	// Acquire of a name it has not seen (a read of the lease, say). The
+	// lost-reply check of Acquire lets those replies through and loses the
+	// taking request's. Zero (an Acquire is one request) suits most
+	// backends. It needs a client that sends each request in one piece
+	// (see faultproxy.Proxy.HoldRepliesAfter).
+	RequestsBeforeAcquire int
 }
 
 // FaultCheck is one check of the fault kit.
@@ -134,7 +142,7 @@ func checkAcquireLostReply(ctx context.Context, env FaultEnv) error {
 	}
 	var got, landed fence.Token
 	call := fmt.Sprintf("Acquire(%q)", name)
-	callErr, err := faultkit.LoseReply(ctx, env.Proxy, call,
+	callErr, err := faultkit.LoseReplyAfter(ctx, env.Proxy, env.RequestsBeforeAcquire, call,
 		func(ctx context.Context) (err error) {
 			got, err = env.Backend.Acquire(ctx, name, a, longTTL)
 			return err

@@ -76,10 +76,11 @@ type Check struct {
 const Timeout = 30 * time.Second
 
 // Run runs every check as a subtest of t, and, when the backend implements
-// lock.QueueBackend, the checks of that capability (RunQueue), and likewise
-// for lock.Resumer (RunResume). newBackend is
-// called once per check and once more to see which the backend is; it may
-// return the same backend each time.
+// lock.QueueBackend, the checks of that capability (RunQueue); the checks of
+// several names at once (RunMulti); and, when the backend implements
+// lock.Resumer, the resume checks (RunResume). newBackend is called once per
+// check and once more to see which the backend is; it may return the same
+// backend each time.
 func Run(t *testing.T, newBackend func(t *testing.T) lock.Backend) {
 	t.Helper()
 	for _, c := range Checks() {
@@ -95,6 +96,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) lock.Backend) {
 	if _, ok := newBackend(t).(lock.QueueBackend); ok {
 		RunQueue(t, newBackend) // the optional capability, when the backend has it
 	}
+	t.Run("Multi", func(t *testing.T) { RunMulti(t, newBackend) }) // multi_checks.go
 	if _, ok := newBackend(t).(lock.Resumer); ok {
 		RunResume(t, newBackend) // resume_checks.go
 	}

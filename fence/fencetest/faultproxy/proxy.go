@@ -76,6 +76,8 @@ type Proxy struct {
 	conns    map[*proxyConn]struct{}
 	latency  [2]time.Duration
 	held     [2]bool
+	holdIn   int  // with holdArm: request chunks to forward before Downstream is held
+	holdArm  bool // HoldRepliesAfter is armed
 	refuse   bool
 	closed   bool
 	drops    []chan struct{} // armed DropNextReply requests, oldest first
@@ -178,7 +180,52 @@ func (p *Proxy) Latency(dir Direction) time.Duration {
 func (p *Proxy) Hold(dir Direction) { p.update(func() { p.held[dir] = true }) }
 
 // Unhold ends Hold for dir and delivers the kept bytes, in order.
-func (p *Proxy) Unhold(dir Direction) { p.update(func() { p.held[dir] = false }) }
+func (p *Proxy) Unhold(dir Direction) {
+	p.update(func() {
+		p.held[dir] = false
+		if dir == Downstream {
+			p.holdArm = false
+		}
+	})
+}
+
+// HoldRepliesAfter lets the replies to the next n requests through and
+// holds every reply after them: the proxy forwards n chunks of request bytes
+// as usual, and before it forwards the next one it holds Downstream (as Hold
+// does), so that chunk's reply and all later ones are kept. A request is a
+// chunk as the proxy reads it from a client, on any connection: this suits a
+// client that sends each request in one write and waits for its reply before
+// it sends the next (a read, then a conditional write). n = 0 is
+// Hold(Downstream). Heal and Unhold(Downstream) disarm it.
+func (p *Proxy) HoldRepliesAfter(n int) {
+	p.update(func() {
+		if n <= 0 {
+			p.held[Downstream], p.holdArm = true, false
+			return
+		}
+		p.holdIn, p.holdArm = n, true
+	})
+}
+
+// countRequest counts a chunk of request bytes about to be forwarded, and
+// holds Downstream when HoldRepliesAfter's count has run out.
+func (p *Proxy) countRequest() {
+	p.mu.Lock()
+	armed := p.holdArm
+	p.mu.Unlock()
+	if !armed {
+		return
+	}
+	p.update(func() {
+		switch {
+		case !p.holdArm:
+		case p.holdIn > 0:
+			p.holdIn--
+		default:
+			p.held[Downstream], p.holdArm = true, false
+		}
+	})
+}
 
 // RefuseNew makes the proxy close every new connection at once (on true)
 // or accept them again (on false). Open connections are not touched.
@@ -240,6 +287,7 @@ func (p *Proxy) Heal() {
 	p.update(func() {
 		p.latency = [2]time.Duration{}
 		p.held = [2]bool{}
+		p.holdArm = false
 		p.refuse = false
 		pending = append(pending, p.drops...)
 		p.drops = nil
@@ -424,6 +472,7 @@ func (c *proxyConn) pump(dir Direction, src, dst net.Conn) {
 		}
 		if dir == Upstream {
 			c.armDrop()
+			c.p.countRequest()
 		}
 		if _, err := dst.Write(ch.data); err != nil {
 			return

@@ -364,3 +364,37 @@ func TestProxyCountsBytesEvenWhenHeld(t *testing.T) {
 		t.Fatalf("the server executed %d requests, want 1: a held request was delivered", n)
 	}
 }
+
+// TestProxyHoldRepliesAfter: the replies to the first n requests pass, the
+// next request reaches the server but its reply is held, and Heal
+// delivers it.
+func TestProxyHoldRepliesAfter(t *testing.T) {
+	srv := newProxyLineServer(t)
+	p := newProxy(t, srv.addr())
+	c := proxyDial(t, p.Addr())
+	proxyMustCall(t, c, "warm")
+
+	p.HoldRepliesAfter(2)
+	proxyMustCall(t, c, "read1")
+	proxyMustCall(t, c, "read2")
+	_, err := c.call("write", 200*time.Millisecond)
+	if !proxyIsTimeout(err) {
+		t.Fatalf("the third request's reply: got %v, want a timeout (held)", err)
+	}
+	if n := srv.executed.Load(); n != 4 {
+		t.Fatalf("the server executed %d requests, want 4: the held reply's request must have run", n)
+	}
+	p.Heal()
+	_ = c.c.SetDeadline(time.Now().Add(10 * time.Second))
+	got, err := c.rd.ReadString('\n')
+	if err != nil || got != "ok:write\n" {
+		t.Fatalf("after Heal: %q, %v", got, err)
+	}
+	// Healed, it holds nothing any more.
+	proxyMustCall(t, c, "after")
+
+	p.HoldRepliesAfter(0)
+	if _, err := c.call("at once", 200*time.Millisecond); !proxyIsTimeout(err) {
+		t.Fatalf("HoldRepliesAfter(0): got %v, want the first reply held", err)
+	}
+}

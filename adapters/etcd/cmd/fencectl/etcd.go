@@ -13,11 +13,11 @@ import (
 	"github.com/fencekit/fencekit/internal/fencectl"
 )
 
-const etcdNoBump = `bump does not apply to etcd: a token is the lock key's create revision,
-and no client can raise the cluster's revision. After restoring a snapshot,
-tokens issued since it was taken would be issued again: restore with
-etcdutl snapshot restore --bump-revision N --mark-compacted, with N above
-the writes made since the snapshot (docs/operations.md, "After a restore").`
+const etcdNoBump = `bump does not apply to etcd: a token is the lock key's create revision, and
+a client raises the cluster's revision only by one per write. After restoring a
+snapshot, tokens issued since it was taken would be issued again: restore every
+member with etcdutl snapshot restore --bump-revision N --mark-compacted, with N
+above the writes made since the snapshot (docs/operations.md, "After a restore").`
 
 // fencectl's --prefix and --store-prefix default to Redis's "fencekit";
 // the etcd adapter's default prefix is "fencekit/", and its keys start

@@ -7,8 +7,9 @@
 // inspect, list, fence, release --force and watch work as on the other
 // backends, with --prefix and --store-prefix as the adapter's
 // BackendOptions.Prefix and StoreOptions.Prefix. bump refuses: an etcd
-// token is a revision, which no client can raise; restore a snapshot with
-// etcdutl snapshot restore --bump-revision instead (docs/operations.md).
+// token is a revision, which a client raises only by one per write; restore
+// a snapshot with etcdutl snapshot restore --bump-revision N
+// --mark-compacted instead (docs/operations.md, "After a restore").
 //
 // It lives in the etcd adapter's module, so the root module's fencectl does
 // not pull in etcd's client.

@@ -130,6 +130,7 @@ func TestEtcd(t *testing.T) {
 	code, _, errOut = ctl(t, env, args("bump", "--by", "1000")...)
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "bump does not apply to etcd")
+	require.Contains(t, errOut, "etcdutl snapshot restore --bump-revision N --mark-compacted")
 }
 
 // TestEtcdUsage: the etcd backend is chosen by its flag or variable, and

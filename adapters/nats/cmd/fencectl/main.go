@@ -10,8 +10,12 @@
 // adapter's NewBackend and NewStore. --prefix and --store-prefix are its
 // BackendOptions.Prefix and StoreOptions.Prefix (default "fencekit").
 // inspect, list, fence, release --force and watch work as on the other
-// backends; watch has no WAITERS column (NATS has no queue). bump refuses:
-// a token is a stream sequence, which no client can raise.
+// backends; watch has no WAITERS column (NATS has no queue). bump --by N,
+// after restoring the lease bucket, runs Backend.Bump: it purges the lease
+// bucket and raises its stream sequence by N, so that every new token is
+// above every earlier one; it refuses (exit 2, nothing changed) a bucket
+// that holds anything but leases, such as the store's records
+// (docs/operations.md, "After a restore").
 //
 // It lives in the NATS adapter's module, so the root module's fencectl
 // does not pull in nats.go.

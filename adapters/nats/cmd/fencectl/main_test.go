@@ -36,9 +36,9 @@ func ctl(t *testing.T, env map[string]string, args ...string) (int, string, stri
 
 // TestNats drives every command on the shared single-node server against a
 // lock that a client holds and keeps alive, as cmd/fencectl's tests do on
-// the other backends: inspect, list, fence, watch (without a WAITERS
-// column), the refusals of release, release --force raising the fence
-// first, and bump's refusal. The leases and the fenced store are in
+// the other backends: inspect, list, fence, watch (its WAITERS column
+// counting nobody in line), the refusals of release, release --force raising the fence
+// first, and bump. The leases and the fenced store are in
 // buckets of their own (--nats-bucket, --nats-store-bucket).
 func TestNats(t *testing.T) {
 	urls := natstest.Single(t).URLs()
@@ -103,7 +103,12 @@ func TestNats(t *testing.T) {
 	code, out, _ = ctl(t, env, args("watch", "jobs/", "--count", "1")...)
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "jobs/nightly")
-	require.False(t, strings.Contains(out, "WAITERS"), "no queue on NATS, no WAITERS column")
+	require.Contains(t, out, "WAITERS")
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "jobs/nightly") {
+			require.True(t, strings.HasSuffix(strings.TrimSpace(line), " 0"), line)
+		}
+	}
 
 	code, _, errOut := ctl(t, env, args("release", "jobs/nightly", "--fence", "report")...)
 	require.Equal(t, 2, code)
@@ -137,16 +142,34 @@ func TestNats(t *testing.T) {
 	require.Equal(t, 3, code)
 	require.Contains(t, errOut, "free")
 
-	code, _, errOut = ctl(t, env, args("bump", "--by", "1000")...)
+	// bump: the lease bucket holds leases alone, so its sequence goes up
+	// (the runbook itself is TestRestoreRunbook in adapters/nats).
+	code, _, _ = ctl(t, env, args("bump")...)
 	require.Equal(t, 2, code)
-	require.Contains(t, errOut, "bump does not apply to NATS")
-	require.Contains(t, errOut, "sync_interval: always")
+	code, out, _ = ctl(t, env, args("--json", "bump", "--by", "1000")...)
+	require.Equal(t, 0, code)
+	var bv struct {
+		By, Rows int64
+		MaxToken int64 `json:"max_token"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &bv))
+	require.Equal(t, int64(1000), bv.By)
+	require.True(t, bv.MaxToken >= int64(lease.Token())+1000, out)
+	code, out, _ = ctl(t, env, args("bump", "--by", "1000")...)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "every new token is above it")
+	next, err := lock.New(backend, nil).Acquire(ctx, "jobs/nightly", 10*time.Second)
+	require.NoError(t, err)
+	defer next.Release(context.Background())
+	require.True(t, int64(next.Token()) > bv.MaxToken+1000, "token after two bumps")
+	require.NoError(t, next.Fenced(store).Put(ctx, "report", []byte("v2")))
 }
 
 // TestNatsEnvBuckets: FENCEKIT_NATS_BUCKET names the bucket of the leases,
 // the fenced store is in the same bucket when no store bucket is named, and
 // --prefix and --store-prefix default to the adapter's DefaultPrefix (the
-// bucket is the test's own).
+// bucket is the test's own). bump refuses that shared bucket
+// (ErrBumpNotLeasesOnly, exit 2), changing nothing.
 func TestNatsEnvBuckets(t *testing.T) {
 	urls := natstest.Single(t).URLs()
 	_, js := natstest.Connect(t, urls)
@@ -171,6 +194,17 @@ func TestNatsEnvBuckets(t *testing.T) {
 	code, out, _ = ctl(t, env, "list")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "held/a")
+
+	// bump refuses a bucket that the store shares: the purge would erase
+	// the store's values and fences. Nothing changes.
+	code, _, errOut := ctl(t, env, "bump", "--by", "1000")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, "other than leases")
+	require.Contains(t, errOut, "--nats-store-bucket")
+	require.Nil(t, lease.Err())
+	rec, err := store.Get(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, lease.Token(), rec.Fence)
 }
 
 // TestNatsUsage: the NATS backend is chosen by its flag or variable, needs
@@ -212,4 +246,57 @@ func TestTakeBucketFlags(t *testing.T) {
 	require.Equal(t, []string{"inspect", "n"}, rest)
 	_, err = takeBucketFlags([]string{"inspect", "n", "-nats-store-bucket"}, &b)
 	require.ErrorContains(t, err, "flag needs an argument: -nats-store-bucket")
+}
+
+// TestNatsWatchWaiters: on NATS, which queues waiters, watch counts the
+// waiter standing in line for a held lock, in --json and in the WAITERS
+// column, and counts 0 for a lock nobody waits for.
+func TestNatsWatchWaiters(t *testing.T) {
+	urls := natstest.Single(t).URLs()
+	_, js := natstest.Connect(t, urls)
+	bucket := natstest.Bucket(t, js, 1)
+	prefix := testkit.Namespace(t)
+	ctx := testkit.Context(t)
+	backend, err := fencenats.NewBackend(ctx, js, bucket, &fencenats.BackendOptions{Prefix: prefix})
+	require.NoError(t, err)
+	env := map[string]string{"FENCEKIT_NATS_URL": strings.Join(urls, ",")}
+	args := func(a ...string) []string {
+		return append([]string{"--nats-bucket", bucket, "--prefix", prefix}, a...)
+	}
+	const ttl, place = 20 * time.Second, 20 * time.Second
+
+	_, err = backend.AcquireOrEnqueue(ctx, "q/a", testkit.Owner(t), ttl, place)
+	require.NoError(t, err)
+	_, err = backend.AcquireOrEnqueue(ctx, "q/b", testkit.Owner(t), ttl, place)
+	require.NoError(t, err)
+	// The place stays in line for its place TTL after the refusal.
+	_, err = backend.AcquireOrEnqueue(ctx, "q/a", testkit.Owner(t), ttl, place)
+	require.ErrorIs(t, err, lock.ErrHeld)
+
+	code, out, _ := ctl(t, env, args("--json", "watch", "q/", "--count", "1")...)
+	require.Equal(t, 0, code)
+	var v struct {
+		Locks []struct {
+			Name    string
+			Waiters *int64
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &v))
+	require.Equal(t, 2, len(v.Locks), out)
+	require.Equal(t, "q/a", v.Locks[0].Name)
+	require.NotNil(t, v.Locks[0].Waiters)
+	require.Equal(t, int64(1), *v.Locks[0].Waiters)
+	require.NotNil(t, v.Locks[1].Waiters)
+	require.Equal(t, int64(0), *v.Locks[1].Waiters)
+
+	code, out, _ = ctl(t, env, args("watch", "q/", "--count", "1")...)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "WAITERS")
+	var rowA string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "q/a") {
+			rowA = line
+		}
+	}
+	require.True(t, strings.HasSuffix(strings.TrimSpace(rowA), " 1"), rowA)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,14 +13,6 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/fencectl"
 )
-
-const natsNoBump = `bump does not apply to NATS: a token is the stream sequence of the message
-that took the lock, which only the stream's leader issues and no client can
-raise. A bucket restored from an older backup, or one whose servers lost
-acknowledged writes (a power loss under the default sync_interval), can issue
-tokens again, and fencectl has no remedy for that: prevent it with
-jetstream { sync_interval: always } and do not restore a lock bucket from a
-backup (docs/nats.md, "Faults: what holds").`
 
 const (
 	bucketFlag      = "nats-bucket"
@@ -73,7 +66,28 @@ func openNats(ctx context.Context, urls, prefix, storePrefix string) (*fencectl.
 		Backend: b,
 		Store:   s,
 		List:    b.List,
-		NoBump:  natsNoBump,
-		Close:   nc.Close,
+		Waiters: b.Waiters,
+		Bump: func(ctx context.Context, by int64) (fencectl.BumpResult, error) {
+			return bumpNats(ctx, b, lockBucket, by)
+		},
+		Close: nc.Close,
+	}, nil
+}
+
+// bumpNats runs Backend.Bump on the lease bucket: every lease in it ends
+// and the stream's sequence goes up by by. A bucket that holds anything
+// but leases (a Store sharing it) is refused with nothing changed, exit 2.
+func bumpNats(ctx context.Context, b *fencenats.Backend, bucket string, by int64) (fencectl.BumpResult, error) {
+	r, err := b.Bump(ctx, by)
+	if errors.Is(err, fencenats.ErrBumpNotLeasesOnly) {
+		return fencectl.BumpResult{}, fencectl.Refused(fmt.Errorf("%w; a bump purges the whole bucket, so it runs only on a bucket of leases alone: keep the fenced store in a bucket of its own (--%s), or see docs/operations.md, \"After a restore\"", err, storeBucketFlag))
+	}
+	if err != nil {
+		return fencectl.BumpResult{}, err
+	}
+	return fencectl.BumpResult{
+		Rows:     int64(r.Removed),
+		MaxToken: r.LastSeq,
+		Summary:  fmt.Sprintf("removed %d messages of bucket %s (every lease in it ended); its stream sequence is now %d, and every new token is above it", r.Removed, bucket, r.LastSeq),
 	}, nil
 }

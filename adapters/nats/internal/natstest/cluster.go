@@ -30,6 +30,12 @@ type Config struct {
 	// fsynced before it is acknowledged. Otherwise the server's default
 	// (a sync every two minutes) applies.
 	SyncAlways bool
+
+	// routeVia, when set, gives the address node from dials to reach node
+	// to's cluster port (target) instead of the port itself, and the nodes
+	// advertise no route address of their own, so that every route goes
+	// where routeVia says (NewPartitionable).
+	routeVia func(from, to int, target string) (string, error)
 }
 
 // Node is one nats-server process.
@@ -67,11 +73,20 @@ func Start(dir string, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{dir: dir}
-	var routes []string
 	for i := 0; i < cfg.Nodes; i++ {
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[cfg.Nodes+i]))
-	}
-	for i := 0; i < cfg.Nodes; i++ {
+		var routes []string
+		for j := 0; j < cfg.Nodes; j++ {
+			addr := fmt.Sprintf("127.0.0.1:%d", ports[cfg.Nodes+j])
+			if cfg.routeVia != nil {
+				if j == i {
+					continue
+				}
+				if addr, err = cfg.routeVia(i, j, addr); err != nil {
+					return nil, err
+				}
+			}
+			routes = append(routes, "nats-route://"+addr)
+		}
 		n := &Node{Name: fmt.Sprintf("n%d", i+1), Port: ports[i], bin: bin}
 		store := filepath.Join(dir, n.Name)
 		var b strings.Builder
@@ -85,7 +100,15 @@ func Start(dir string, cfg Config) (*Cluster, error) {
 		}
 		b.WriteString("}\n")
 		if cfg.Nodes > 1 {
-			fmt.Fprintf(&b, "cluster {\n  name: fencekit\n  listen: \"127.0.0.1:%d\"\n  routes: [%s]\n}\n", ports[cfg.Nodes+i], strings.Join(routes, ", "))
+			fmt.Fprintf(&b, "cluster {\n  name: fencekit\n  listen: \"127.0.0.1:%d\"\n  routes: [%s]\n", ports[cfg.Nodes+i], strings.Join(routes, ", "))
+			if cfg.routeVia != nil {
+				// A node tells the others the route address it advertises,
+				// and they dial it when they have no route to it yet: port
+				// 1 refuses, so no route ever bypasses routeVia. Clients are
+				// told no other node's address either.
+				b.WriteString("  advertise: \"127.0.0.1:1\"\n  no_advertise: true\n")
+			}
+			b.WriteString("}\n")
 		}
 		n.conf = filepath.Join(dir, n.Name+".conf")
 		n.log = filepath.Join(dir, n.Name+".log")
