@@ -51,7 +51,9 @@ func checkResumeLostReply(ctx context.Context, env FaultEnv) error {
 	const resumed = 2 * time.Minute
 	var got fence.Token
 	call := fmt.Sprintf("Resume(%q, %v)", name, resumed)
-	callErr, err := faultkit.LoseReply(ctx, env.Proxy, call,
+	// A backend that reads before it writes (RequestsBeforeAcquire) reads
+	// here too: it has not seen the lease, which Other took.
+	callErr, err := faultkit.LoseReplyAfter(ctx, env.Proxy, env.RequestsBeforeAcquire, call,
 		func(ctx context.Context) (err error) {
 			got, err = r.Resume(ctx, name, a, resumed)
 			return err
