@@ -66,6 +66,12 @@ func (c *Client) do(ctx context.Context, name string, ttl time.Duration, fn func
 	if err != nil {
 		return err
 	}
+	return runLeased(ctx, lease, ttl, fn)
+}
+
+// runLeased is Do once it holds lease (acquired for ttl): it runs fn under
+// the lease and releases it on every exit path.
+func runLeased(ctx context.Context, lease *Lease, ttl time.Duration, fn func(ctx context.Context, lease *Lease) error) error {
 	fnCtx, cancel := withLease(ctx, lease)
 	returned := false
 	defer func() {

@@ -81,7 +81,7 @@ func runFaultKits(t *testing.T, top topology) {
 			}
 			return b
 		}
-		checks := locktest.FaultChecks()
+		checks := append(locktest.FaultChecks(), locktest.ResumeFaultChecks()...)
 		faultkit.RunEach(t, node.Addr(), locktest.FaultTimeout, names(checks, func(c locktest.FaultCheck) string { return c.Name }),
 			func(t *testing.T, p *faultproxy.Proxy, plain faultproxy.DialFunc) locktest.FaultEnv {
 				return locktest.FaultEnv{Backend: newBackend(t, p.Dial), Proxy: p, Other: newBackend(t, plain), NS: locktest.Namespace(), RequestsBeforeAcquire: 1}

@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -18,8 +19,8 @@ func TestScenariosOnMemory(t *testing.T) {
 	if code := runScenarios(&out, "memory", 50*time.Millisecond, time.Minute); code != 0 {
 		t.Fatalf("exit code %d; output:\n%s", code, out.String())
 	}
-	for i := 1; i <= 7; i++ {
-		if !strings.Contains(out.String(), "\n"+string(rune('0'+i))+". ") {
+	for i := 1; i <= ScenarioCount(); i++ {
+		if !strings.Contains(out.String(), fmt.Sprintf("\n%d. ", i)) {
 			t.Errorf("scenario %d missing from output:\n%s", i, out.String())
 		}
 	}
@@ -52,7 +53,7 @@ func TestScenariosDetectAnUnfencedStore(t *testing.T) {
 			continue
 		}
 		// Only the fenced scenarios depend on the store refusing writes.
-		wantMismatch := line[0] == '6' || line[0] == '7'
+		wantMismatch := line[0] == '6' || line[0] == '7' || line[0] == '8'
 		if got := strings.Contains(line, "MISMATCH"); got != wantMismatch {
 			t.Errorf("mismatch reported %v; want %v in line %q", got, wantMismatch, line)
 		}
@@ -89,7 +90,7 @@ func runOn(t *testing.T, backend string) {
 	var out bytes.Buffer
 	code := runScenarios(&out, backend, 100*time.Millisecond, time.Minute)
 	t.Logf("fencelab -backend %s:\n%s", backend, out.String())
-	if code != 0 || !strings.Contains(out.String(), "all 7 scenarios behaved as expected") {
+	if code != 0 || !strings.Contains(out.String(), fmt.Sprintf("all %d scenarios behaved as expected", ScenarioCount())) {
 		t.Fatalf("exit code %d; output:\n%s", code, out.String())
 	}
 }

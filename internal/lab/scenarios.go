@@ -42,7 +42,12 @@ var scenarios = []scenario{
 	{"lease expires mid-work, no fencing", overlapUnfenced},
 	{"lease expires mid-work, fenced store", overlapFenced},
 	{"read-modify-write by a paused holder", readModifyWrite},
+	{"restarted worker resumes its lease, stale instances fenced", resumeAfterRestart},
 }
+
+// ScenarioCount is how many scenarios a run has, for the tests that check
+// that a run reports all of them.
+func ScenarioCount() int { return len(scenarios) }
 
 func expect(observed string, ok bool, want string) result {
 	if ok {

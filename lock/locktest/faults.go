@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -68,9 +69,16 @@ const FaultTimeout = 60 * time.Second
 // (lock.Retryable), not a hang; Acquire and Release with replies delayed
 // past the context's deadline return an error matching
 // context.DeadlineExceeded at about that deadline, and nothing is lost.
+// On a backend that implements lock.Resumer it also runs ResumeFaultChecks
+// (it calls newBackend once more, with a plain dialer, to find out): a
+// Resume whose reply is lost, retried, keeps the same token.
 func RunFaults(t *testing.T, addr string, newBackend NewNetBackend) {
 	t.Helper()
 	checks := FaultChecks()
+	var d net.Dialer
+	if _, ok := newBackend(t, d.DialContext).(lock.Resumer); ok {
+		checks = append(checks, ResumeFaultChecks()...) // resume_faults.go
+	}
 	names := make([]string, len(checks))
 	for i, c := range checks {
 		names[i] = c.Name

@@ -45,6 +45,9 @@
 // waiters skipped, idempotent places. They judge wake-ups by a wide margin
 // (a woken waiter is served within 5 s, its renewal would come after 10 s).
 //
+// A backend that offers resuming a lease (lock.Resumer) gets the checks of
+// that capability from Run as well (RunResume, ResumeChecks).
+//
 // The checks are also exported one by one (Checks, MonotonicCheck), so that
 // the suite's own tests can show that each one fails on a backend that
 // breaks its rule.
@@ -73,9 +76,11 @@ type Check struct {
 const Timeout = 30 * time.Second
 
 // Run runs every check as a subtest of t, and, when the backend implements
-// lock.QueueBackend, the checks of that capability (RunQueue). newBackend is
-// called once per check and once more to see which the backend is; it may
-// return the same backend each time.
+// lock.QueueBackend, the checks of that capability (RunQueue); the checks of
+// several names at once (RunMulti); and, when the backend implements
+// lock.Resumer, the resume checks (RunResume). newBackend is called once per
+// check and once more to see which the backend is; it may return the same
+// backend each time.
 func Run(t *testing.T, newBackend func(t *testing.T) lock.Backend) {
 	t.Helper()
 	for _, c := range Checks() {
@@ -92,6 +97,9 @@ func Run(t *testing.T, newBackend func(t *testing.T) lock.Backend) {
 		RunQueue(t, newBackend) // the optional capability, when the backend has it
 	}
 	t.Run("Multi", func(t *testing.T) { RunMulti(t, newBackend) }) // multi_checks.go
+	if _, ok := newBackend(t).(lock.Resumer); ok {
+		RunResume(t, newBackend) // resume_checks.go
+	}
 }
 
 // Namespace returns a fresh random lock-name prefix.
