@@ -56,7 +56,7 @@ func TestQueueRoundTrips(t *testing.T) {
 	subs, err := shared.PubSubNumSub(ctx, b.WakeChannel()).Result()
 	require.NoError(t, err)
 	require.Zero(t, subs[b.WakeChannel()], "subscribers of the wake-up channel with nobody waiting")
-	for _, k := range []string{b.QueueKey("job"), b.PlacesKey("job"), b.QueueKey("warm"), b.PlacesKey("warm")} {
+	for _, k := range []string{b.QueueKey("job"), b.PlacesKey("job"), b.QueuedKey("job"), b.QueueKey("warm"), b.PlacesKey("warm"), b.QueuedKey("warm")} {
 		require.Zero(t, shared.Exists(ctx, k).Val(), "%s left behind", k)
 	}
 }
@@ -67,7 +67,7 @@ func TestQueueKeysShareHashTag(t *testing.T) {
 	b := fenceredis.NewBackend(testkit.Redis(t), nil)
 	name := "a}{b%"
 	want := "{" + strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(name) + "}"
-	for _, k := range []string{b.LeaseKey(name), b.CounterKey(name), b.QueueKey(name), b.PlacesKey(name)} {
+	for _, k := range []string{b.LeaseKey(name), b.CounterKey(name), b.QueueKey(name), b.PlacesKey(name), b.QueuedKey(name)} {
 		i := strings.IndexByte(k, '{')
 		j := strings.IndexByte(k[i:], '}')
 		require.Equal(t, want, k[i:i+j+1], "hash tag of %s", k)
@@ -88,7 +88,7 @@ func TestQueuePlacesExpireOnTheServer(t *testing.T) {
 	_, err = b.AcquireOrEnqueue(ctx, "l", newOwner(t), time.Minute, 50*time.Millisecond) // then dies
 	require.ErrorIs(t, err, lock.ErrHeld)
 	eventually(t, 5*time.Second, "the dead waiter's keys expiring", func() bool {
-		return c.Exists(ctx, b.QueueKey("l"), b.PlacesKey("l")).Val() == 0
+		return c.Exists(ctx, b.QueueKey("l"), b.PlacesKey("l"), b.QueuedKey("l")).Val() == 0
 	})
 	// The next waiter is first in line: it is told the holder's TTL.
 	_, err = b.AcquireOrEnqueue(ctx, "l", newOwner(t), time.Minute, time.Minute)

@@ -7,6 +7,7 @@
 -- KEYS[2]  the counter      prefix:{name}:counter
 -- KEYS[3]  the queue        prefix:{name}:queue   sorted set: waiter -> arrival number
 -- KEYS[4]  the places       prefix:{name}:places  sorted set: waiter -> place expiry, server ms
+-- KEYS[5]  the flag         prefix:{name}:queued  "1" while a release must wake someone
 -- ARGV[1..4]  as acquire.lua: owner, lease TTL ms, counter idle ms, metadata
 -- ARGV[5]  place TTL in milliseconds
 -- ARGV[6]  the caller's wake-up channel (one per Backend, a channel, not a key)
@@ -20,17 +21,22 @@
 -- or holds the lock; otherwise an integer, the holder's remaining PTTL (at
 -- least 1) when the caller is first in line, 0 when others are ahead of it.
 --
--- A lease whose lock has waiters carries the field "queued", so that its
--- release (release_wake.lua) knows to wake the first of them: every enqueue
--- while the lock is held sets it, and so does a queued acquire that leaves
--- others in line. (A lease taken by a plain Acquire while the first waiter
--- was on its way has none until that waiter, or any other, renews.)
+-- A lock with waiters has the flag key, so that its release
+-- (release_wake.lua) knows to wake the first of them: every enqueue while
+-- the lock is held sets it, and so does a queued acquire that leaves others
+-- in line. The flag lives as long as the newest place (the waiters renew it
+-- with their places), and the release deletes it with the lease. (A lease
+-- taken by a plain Acquire while the first waiter was on its way has none
+-- until that waiter, or any other, renews.) A flag left by a lease that
+-- expired, or by waiters that left, costs the next release one ZRANGE.
 --
 -- The caller may take a free lock when nobody waits or it is first in line.
 -- Places expire on the server's clock: before anyone is admitted, a first in
 -- line whose place ran out is dropped with every other expired place, and
 -- the new first in line is woken if the lock is free. Nobody waiting costs
--- one ZRANGE on a missing key in front of acquire().
+-- one ZCARD on a missing key in front of acquire(), an integer reply (an
+-- empty ZRANGE would build a Lua table); the queue is read only when ZCARD
+-- finds someone.
 
 if redis.REDIS_VERSION_NUM == nil and redis.replicate_commands then
   pcall(redis.replicate_commands) -- Redis 3.2 to 4: TIME before writes
@@ -46,6 +52,10 @@ local function wake(w)
   end
 end
 local now -- server time in ms, read when needed
+-- mark sets the flag that makes the release wake the first in line.
+local function mark()
+  redis.call('SET', KEYS[5], '1', 'PX', ARGV[5])
+end
 local function clock()
   if not now then
     local t = redis.call('TIME')
@@ -73,7 +83,11 @@ local function enqueue()
   end
 end
 
-local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+local waiting = redis.call('ZCARD', KEYS[3])
+local head
+if waiting > 0 then
+  head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+end
 if head and head ~= me then
   if tonumber(redis.call('ZSCORE', KEYS[4], head) or '0') <= clock() then
     -- The first in line stopped renewing: drop every expired place.
@@ -84,7 +98,10 @@ if head and head ~= me then
       redis.call('ZREM', KEYS[4], unpack(dead, i, last))
     end
     redis.call('ZREM', KEYS[3], head) -- even without a place entry
-    head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    waiting, head = redis.call('ZCARD', KEYS[3]), nil
+    if waiting > 0 then
+      head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    end
     if head and head ~= me and redis.call('EXISTS', KEYS[1]) == 0 then
       wake(head)
     end
@@ -98,7 +115,7 @@ if head and head ~= me then
   end
   enqueue()
   if holder then
-    redis.call('HSET', KEYS[1], 'queued', '1') -- HSET keeps the lease's expiry
+    mark()
   end
   return 0
 end
@@ -107,17 +124,20 @@ local r = acquire()
 if type(r) == 'number' then
   -- Held by another owner; the caller is first in line (or alone).
   enqueue()
-  redis.call('HSET', KEYS[1], 'queued', '1')
+  mark()
   if r < 1 then
     r = 1
   end
   return r
 end
 if head then
-  redis.call('ZREM', KEYS[3], me)
+  -- Admitted from the queue: leave it, and flag the lease if others wait.
+  if redis.call('ZREM', KEYS[3], me) == 1 then
+    waiting = waiting - 1
+  end
   redis.call('ZREM', KEYS[4], me)
-  if redis.call('ZCARD', KEYS[3]) > 0 then
-    redis.call('HSET', KEYS[1], 'queued', '1')
+  if waiting > 0 then
+    mark()
   end
 end
 return r
