@@ -34,9 +34,22 @@
 -- Places expire on the server's clock: before anyone is admitted, a first in
 -- line whose place ran out is dropped with every other expired place, and
 -- the new first in line is woken if the lock is free. Nobody waiting costs
--- one ZCARD on a missing key in front of acquire(), an integer reply (an
--- empty ZRANGE would build a Lua table); the queue is read only when ZCARD
--- finds someone.
+-- one ZCARD in front of acquire(), and nothing else (the common path,
+-- below).
+
+-- The common path first: nobody waits (ZCARD of the missing queue, an
+-- integer reply; an empty ZRANGE would build a Lua table) and the lock is
+-- free or the caller's own. It returns before the rest of the script has
+-- built its closures or the caller's queue entry, so that it costs
+-- acquire() and the ZCARD alone.
+local waiting = redis.call('ZCARD', KEYS[3])
+local held -- acquire()'s reply (the holder's PTTL) when nobody waits
+if waiting == 0 then
+  held = acquire()
+  if type(held) ~= 'number' then
+    return held
+  end
+end
 
 if redis.REDIS_VERSION_NUM == nil and redis.replicate_commands then
   pcall(redis.replicate_commands) -- Redis 3.2 to 4: TIME before writes
@@ -83,11 +96,17 @@ local function enqueue()
   end
 end
 
-local waiting = redis.call('ZCARD', KEYS[3])
-local head
-if waiting > 0 then
-  head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+if held then
+  -- Held by another owner, nobody waiting: the caller is first in line.
+  enqueue()
+  mark()
+  if held < 1 then
+    held = 1
+  end
+  return held
 end
+
+local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
 if head and head ~= me then
   if tonumber(redis.call('ZSCORE', KEYS[4], head) or '0') <= clock() then
     -- The first in line stopped renewing: drop every expired place.
