@@ -27,8 +27,9 @@
 -- in line. The flag lives as long as the newest place (the waiters renew it
 -- with their places), and the release deletes it with the lease. (A lease
 -- taken by a plain Acquire while the first waiter was on its way has none
--- until that waiter, or any other, renews.) A flag left by a lease that
--- expired, or by waiters that left, costs the next release one ZRANGE.
+-- until that waiter, or any other, renews.) The last waiter to be admitted
+-- deletes it; one left by waiters that gave up costs the next release one
+-- ZRANGE, and expires with their places.
 --
 -- The caller may take a free lock when nobody waits or it is first in line.
 -- Places expire on the server's clock: before anyone is admitted, a first in
@@ -65,9 +66,13 @@ local function wake(w)
   end
 end
 local now -- server time in ms, read when needed
--- mark sets the flag that makes the release wake the first in line.
+-- mark sets the flag that makes the release wake the first in line. It
+-- lives as long as the places (enqueue reads their expiry: a waiter with a
+-- longer place TTL than the caller's keeps it), else for the caller's place
+-- TTL.
+local flagTTL = ARGV[5]
 local function mark()
-  redis.call('SET', KEYS[5], '1', 'PX', ARGV[5])
+  redis.call('SET', KEYS[5], '1', 'PX', flagTTL)
 end
 local function clock()
   if not now then
@@ -90,9 +95,12 @@ local function enqueue()
     redis.call('ZADD', KEYS[3], n, me)
   end
   redis.call('ZADD', KEYS[4], clock() + tonumber(ARGV[5]), me)
-  if redis.call('PTTL', KEYS[4]) < tonumber(ARGV[5]) then
+  local ttl = redis.call('PTTL', KEYS[4])
+  if ttl < tonumber(ARGV[5]) then
     redis.call('PEXPIRE', KEYS[3], ARGV[5])
     redis.call('PEXPIRE', KEYS[4], ARGV[5])
+  else
+    flagTTL = ttl
   end
 end
 
@@ -150,13 +158,17 @@ if type(r) == 'number' then
   return r
 end
 if head then
-  -- Admitted from the queue: leave it, and flag the lease if others wait.
+  -- Admitted from the queue: leave it, and flag the lock if others wait;
+  -- the last waiter takes the flag away (a lease that expired, rather than
+  -- being released, left it).
   if redis.call('ZREM', KEYS[3], me) == 1 then
     waiting = waiting - 1
   end
   redis.call('ZREM', KEYS[4], me)
   if waiting > 0 then
     mark()
+  else
+    redis.call('DEL', KEYS[5])
   end
 end
 return r
