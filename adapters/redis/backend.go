@@ -25,8 +25,9 @@ const DefaultCounterIdle = 7 * 24 * time.Hour
 type BackendOptions struct {
 	// Prefix starts every key; DefaultPrefix when empty. A lock named n
 	// lives in "<prefix>:{n}:lease" and "<prefix>:{n}:counter", and its
-	// waiters, while there are any, in "<prefix>:{n}:queue" and
-	// "<prefix>:{n}:places"; waiters are woken on their Backend's channel
+	// waiters, while there are any, in "<prefix>:{n}:queue",
+	// "<prefix>:{n}:places" and "<prefix>:{n}:queued" (a flag for the
+	// release); waiters are woken on their Backend's channel
 	// "<prefix>:wake:<random>" (braces and '%' in the prefix and the name
 	// are %-escaped).
 	Prefix string

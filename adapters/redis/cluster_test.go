@@ -35,7 +35,7 @@ func TestCluster(t *testing.T) {
 			counter, err := node.ClusterKeySlot(ctx, b.CounterKey(name)).Result()
 			require.NoError(t, err)
 			require.Equal(t, lease, counter, "lock %q: %s and %s in different slots", name, b.LeaseKey(name), b.CounterKey(name))
-			for _, k := range []string{b.QueueKey(name), b.PlacesKey(name)} {
+			for _, k := range []string{b.QueueKey(name), b.PlacesKey(name), b.QueuedKey(name)} {
 				slot, err := node.ClusterKeySlot(ctx, k).Result()
 				require.NoError(t, err)
 				require.Equal(t, lease, slot, "lock %q: %s and %s in different slots", name, b.LeaseKey(name), k)

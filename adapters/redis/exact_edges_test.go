@@ -135,7 +135,9 @@ func TestAcquireCounterPaths(t *testing.T) {
 // the server time per operation, which decides throughput once Redis is
 // saturated (docs/benchmarks.md). The common acquire is five, a release or
 // a fenced write two; a queued acquire with nobody waiting is the acquire's
-// five and one more (a look at the empty queue).
+// five and one more (a ZCARD of the empty queue). A release reads the owner
+// alone (HGET, as before queued waiting), and a release with waiters reads
+// the queue and publishes once.
 func TestCommandsPerOperation(t *testing.T) {
 	t.Parallel()
 	srv := testkit.NewRedisServer(t)
@@ -194,14 +196,21 @@ func TestCommandsPerOperation(t *testing.T) {
 		}
 		return nil
 	}, map[string]int64{"hget": 1, "pttl": 1})
-	// hmget: the owner, and whether anyone waits to be woken (queue.go).
-	count("release", func() error { return b.Release(ctx, "job", a) }, map[string]int64{"hmget": 1, "del": 1})
-	// Queued acquire with nobody waiting: acquire's commands and one zrange.
+	// One DEL removes the lease and the flag "someone waits" (queue.go),
+	// and says whether it was there.
+	count("release", func() error { return b.Release(ctx, "job", a) }, map[string]int64{"hget": 1, "del": 1})
+	// Queued acquire with nobody waiting: acquire's commands and one zcard.
 	count("acquire or enqueue (free, nobody waits)", func() error {
 		_, err := b.AcquireOrEnqueue(ctx, "job", a, time.Minute, time.Minute)
 		return err
-	}, map[string]int64{"zrange": 1, "hget": 1, "time": 1, "set": 1, "hset": 1, "pexpire": 1})
-	require.NoError(t, b.Release(ctx, "job", a))
+	}, map[string]int64{"zcard": 1, "hget": 1, "time": 1, "set": 1, "hset": 1, "pexpire": 1})
+	// With a waiter in line, the release finds the flag and wakes it.
+	waiter := newOwner(t)
+	_, err = b.AcquireOrEnqueue(ctx, "job", waiter, time.Minute, time.Minute)
+	require.ErrorIs(t, err, lock.ErrHeld)
+	count("release (a waiter in line)", func() error { return b.Release(ctx, "job", a) },
+		map[string]int64{"hget": 1, "del": 1, "zrange": 1, "publish": 1})
+	require.NoError(t, b.LeaveQueue(ctx, "job", waiter))
 	count("Store.Put", func() error { return s.Put(ctx, "k", 2, []byte("v")) }, map[string]int64{"hget": 1, "hset": 1})
 }
 

@@ -42,6 +42,15 @@ func (b *Backend) PlacesKey(name string) string {
 	return b.prefix + ":{" + escapeKey(name) + "}:places"
 }
 
+// QueuedKey is the key of name's flag "someone waits": set while the lock
+// is held and has waiters (for as long as the newest place), deleted by the
+// Release that wakes the first of them. The release deletes it together
+// with the lease, in one DEL whose reply says whether it was there, so a
+// release with nobody waiting reads nothing more than the owner.
+func (b *Backend) QueuedKey(name string) string {
+	return b.prefix + ":{" + escapeKey(name) + "}:queued"
+}
+
 // WakeChannel is this Backend's pub/sub channel, "<prefix>:wake:<128 random
 // bits in hex>": a release wakes the first waiter of a lock on the channel of
 // the Backend it queued through, with the message "<lease key> NUL <owner>",
@@ -55,7 +64,8 @@ func (b *Backend) WakeChannel() string { return b.waker.channel }
 // tail when it has none) for placeTTL on the server's clock and returns a
 // *lock.HeldError with the holder's remaining TTL when owner is first in
 // line, 0 otherwise. It is one script and one round trip; with nobody
-// waiting, the script costs one command more than Acquire's. With
+// waiting, the script costs one command more than Acquire's (a ZCARD of the
+// missing queue). With
 // BackendOptions.WaitReplicas it waits for the replicas as Acquire does.
 //
 // Waiting is done by AwaitTurn; a Client calls both (lock.Client.Acquire).
@@ -77,7 +87,7 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 	// finds it.
 	box := mailbox(b.LeaseKey(name), owner)
 	b.waker.open(box)
-	keys := []string{b.LeaseKey(name), b.CounterKey(name), b.QueueKey(name), b.PlacesKey(name)}
+	keys := []string{b.LeaseKey(name), b.CounterKey(name), b.QueueKey(name), b.PlacesKey(name), b.QueuedKey(name)}
 	args := []any{owner, millis(ttl), b.counterIdle, md, millis(placeTTL), b.waker.channel}
 	var token fence.Token
 	if b.wait.on() {
@@ -132,11 +142,11 @@ func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
 
 // releaseAndWake is Release's script: compare-and-delete, then a wake-up for
 // the first waiter in line. During a Cluster slot migration a script over
-// two keys of which one is missing (the queue, when nobody waits) is refused
+// keys of which one is missing (the queue, when nobody waits) is refused
 // with TRYAGAIN before it runs; then the one-key release.lua is sent instead,
 // and a waiter, if any, is served at its next renewal.
 func (b *Backend) releaseAndWake(ctx context.Context, name, owner string) *goredis.Cmd {
-	keys := []string{b.LeaseKey(name), b.QueueKey(name)}
+	keys := []string{b.LeaseKey(name), b.QueueKey(name), b.QueuedKey(name)}
 	cmd := releaseWakeScript.run(ctx, b.client, sendOnce, keys, owner)
 	if goredis.HasErrorPrefix(cmd.Err(), "TRYAGAIN") {
 		return releaseScript.run(ctx, b.client, sendOnce, keys[:1], owner)

@@ -56,7 +56,7 @@ func TestQueueRoundTrips(t *testing.T) {
 	subs, err := shared.PubSubNumSub(ctx, b.WakeChannel()).Result()
 	require.NoError(t, err)
 	require.Zero(t, subs[b.WakeChannel()], "subscribers of the wake-up channel with nobody waiting")
-	for _, k := range []string{b.QueueKey("job"), b.PlacesKey("job"), b.QueueKey("warm"), b.PlacesKey("warm")} {
+	for _, k := range []string{b.QueueKey("job"), b.PlacesKey("job"), b.QueuedKey("job"), b.QueueKey("warm"), b.PlacesKey("warm"), b.QueuedKey("warm")} {
 		require.Zero(t, shared.Exists(ctx, k).Val(), "%s left behind", k)
 	}
 }
@@ -67,7 +67,7 @@ func TestQueueKeysShareHashTag(t *testing.T) {
 	b := fenceredis.NewBackend(testkit.Redis(t), nil)
 	name := "a}{b%"
 	want := "{" + strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(name) + "}"
-	for _, k := range []string{b.LeaseKey(name), b.CounterKey(name), b.QueueKey(name), b.PlacesKey(name)} {
+	for _, k := range []string{b.LeaseKey(name), b.CounterKey(name), b.QueueKey(name), b.PlacesKey(name), b.QueuedKey(name)} {
 		i := strings.IndexByte(k, '{')
 		j := strings.IndexByte(k[i:], '}')
 		require.Equal(t, want, k[i:i+j+1], "hash tag of %s", k)
@@ -88,7 +88,7 @@ func TestQueuePlacesExpireOnTheServer(t *testing.T) {
 	_, err = b.AcquireOrEnqueue(ctx, "l", newOwner(t), time.Minute, 50*time.Millisecond) // then dies
 	require.ErrorIs(t, err, lock.ErrHeld)
 	eventually(t, 5*time.Second, "the dead waiter's keys expiring", func() bool {
-		return c.Exists(ctx, b.QueueKey("l"), b.PlacesKey("l")).Val() == 0
+		return c.Exists(ctx, b.QueueKey("l"), b.PlacesKey("l"), b.QueuedKey("l")).Val() == 0
 	})
 	// The next waiter is first in line: it is told the holder's TTL.
 	_, err = b.AcquireOrEnqueue(ctx, "l", newOwner(t), time.Minute, time.Minute)
@@ -190,4 +190,51 @@ func TestQueueWakesAcrossBackends(t *testing.T) {
 			t.Fatalf("waiter %d not served within 5s: not woken", want)
 		}
 	}
+}
+
+// TestQueueFlagLivesAsLongAsThePlaces: the flag that makes a release wake
+// the first waiter lives as long as the longest place in line, so a waiter
+// with a short place TTL queueing behind one with a long place does not cut
+// the long one's wake-up short; the release deletes it and wakes the first.
+func TestQueueFlagLivesAsLongAsThePlaces(t *testing.T) {
+	t.Parallel()
+	c := testkit.Redis(t)
+	ctx := testCtx(t)
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c)})
+	holder, long, short := newOwner(t), newOwner(t), newOwner(t)
+	_, err := b.Acquire(ctx, "l", holder, time.Minute)
+	require.NoError(t, err)
+	_, err = b.AcquireOrEnqueue(ctx, "l", long, time.Minute, time.Minute)
+	require.ErrorIs(t, err, lock.ErrHeld)
+	_, err = b.AcquireOrEnqueue(ctx, "l", short, time.Minute, 100*time.Millisecond)
+	require.ErrorIs(t, err, lock.ErrHeld)
+	ttl, err := c.PTTL(ctx, b.QueuedKey("l")).Result()
+	require.NoError(t, err)
+	require.Greater(t, ttl, 30*time.Second, "the flag's TTL after a short place queued behind a long one")
+	require.NoError(t, b.Release(ctx, "l", holder))
+	require.Zero(t, c.Exists(ctx, b.QueuedKey("l")).Val(), "the flag after the release")
+	require.NoError(t, b.LeaveQueue(ctx, "l", long))
+	require.NoError(t, b.LeaveQueue(ctx, "l", short))
+}
+
+// TestQueueLastWaiterTakesTheFlag: a waiter admitted when its holder's
+// lease ran out (no release to delete the flag) and nobody else waits
+// leaves neither the flag nor the queue behind.
+func TestQueueLastWaiterTakesTheFlag(t *testing.T) {
+	t.Parallel()
+	c := testkit.Redis(t)
+	ctx := testCtx(t)
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c)})
+	waiter := newOwner(t)
+	_, err := b.Acquire(ctx, "l", newOwner(t), 50*time.Millisecond) // then dies
+	require.NoError(t, err)
+	_, err = b.AcquireOrEnqueue(ctx, "l", waiter, time.Minute, time.Minute)
+	require.ErrorIs(t, err, lock.ErrHeld)
+	require.Equal(t, int64(1), c.Exists(ctx, b.QueuedKey("l")).Val(), "the flag while the waiter waits")
+	eventually(t, 5*time.Second, "the waiter admitted after the lease ran out", func() bool {
+		_, err := b.AcquireOrEnqueue(ctx, "l", waiter, time.Minute, time.Minute)
+		return err == nil
+	})
+	require.Zero(t, c.Exists(ctx, b.QueuedKey("l"), b.QueueKey("l"), b.PlacesKey("l")).Val(), "queue keys after the last waiter was admitted")
+	require.NoError(t, b.Release(ctx, "l", waiter))
 }

@@ -7,6 +7,7 @@
 -- KEYS[2]  the counter      prefix:{name}:counter
 -- KEYS[3]  the queue        prefix:{name}:queue   sorted set: waiter -> arrival number
 -- KEYS[4]  the places       prefix:{name}:places  sorted set: waiter -> place expiry, server ms
+-- KEYS[5]  the flag         prefix:{name}:queued  "1" while a release must wake someone
 -- ARGV[1..4]  as acquire.lua: owner, lease TTL ms, counter idle ms, metadata
 -- ARGV[5]  place TTL in milliseconds
 -- ARGV[6]  the caller's wake-up channel (one per Backend, a channel, not a key)
@@ -20,17 +21,36 @@
 -- or holds the lock; otherwise an integer, the holder's remaining PTTL (at
 -- least 1) when the caller is first in line, 0 when others are ahead of it.
 --
--- A lease whose lock has waiters carries the field "queued", so that its
--- release (release_wake.lua) knows to wake the first of them: every enqueue
--- while the lock is held sets it, and so does a queued acquire that leaves
--- others in line. (A lease taken by a plain Acquire while the first waiter
--- was on its way has none until that waiter, or any other, renews.)
+-- A lock with waiters has the flag key, so that its release
+-- (release_wake.lua) knows to wake the first of them: every enqueue while
+-- the lock is held sets it, and so does a queued acquire that leaves others
+-- in line. The flag lives as long as the newest place (the waiters renew it
+-- with their places), and the release deletes it with the lease. (A lease
+-- taken by a plain Acquire while the first waiter was on its way has none
+-- until that waiter, or any other, renews.) The last waiter to be admitted
+-- deletes it; one left by waiters that gave up costs the next release one
+-- ZRANGE, and expires with their places.
 --
 -- The caller may take a free lock when nobody waits or it is first in line.
 -- Places expire on the server's clock: before anyone is admitted, a first in
 -- line whose place ran out is dropped with every other expired place, and
 -- the new first in line is woken if the lock is free. Nobody waiting costs
--- one ZRANGE on a missing key in front of acquire().
+-- one ZCARD in front of acquire(), and nothing else (the common path,
+-- below).
+
+-- The common path first: nobody waits (ZCARD of the missing queue, an
+-- integer reply; an empty ZRANGE would build a Lua table) and the lock is
+-- free or the caller's own. It returns before the rest of the script has
+-- built its closures or the caller's queue entry, so that it costs
+-- acquire() and the ZCARD alone.
+local waiting = redis.call('ZCARD', KEYS[3])
+local held -- acquire()'s reply (the holder's PTTL) when nobody waits
+if waiting == 0 then
+  held = acquire()
+  if type(held) ~= 'number' then
+    return held
+  end
+end
 
 if redis.REDIS_VERSION_NUM == nil and redis.replicate_commands then
   pcall(redis.replicate_commands) -- Redis 3.2 to 4: TIME before writes
@@ -46,6 +66,14 @@ local function wake(w)
   end
 end
 local now -- server time in ms, read when needed
+-- mark sets the flag that makes the release wake the first in line. It
+-- lives as long as the places (enqueue reads their expiry: a waiter with a
+-- longer place TTL than the caller's keeps it), else for the caller's place
+-- TTL.
+local flagTTL = ARGV[5]
+local function mark()
+  redis.call('SET', KEYS[5], '1', 'PX', flagTTL)
+end
 local function clock()
   if not now then
     local t = redis.call('TIME')
@@ -67,10 +95,23 @@ local function enqueue()
     redis.call('ZADD', KEYS[3], n, me)
   end
   redis.call('ZADD', KEYS[4], clock() + tonumber(ARGV[5]), me)
-  if redis.call('PTTL', KEYS[4]) < tonumber(ARGV[5]) then
+  local ttl = redis.call('PTTL', KEYS[4])
+  if ttl < tonumber(ARGV[5]) then
     redis.call('PEXPIRE', KEYS[3], ARGV[5])
     redis.call('PEXPIRE', KEYS[4], ARGV[5])
+  else
+    flagTTL = ttl
   end
+end
+
+if held then
+  -- Held by another owner, nobody waiting: the caller is first in line.
+  enqueue()
+  mark()
+  if held < 1 then
+    held = 1
+  end
+  return held
 end
 
 local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
@@ -84,7 +125,10 @@ if head and head ~= me then
       redis.call('ZREM', KEYS[4], unpack(dead, i, last))
     end
     redis.call('ZREM', KEYS[3], head) -- even without a place entry
-    head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    waiting, head = redis.call('ZCARD', KEYS[3]), nil
+    if waiting > 0 then
+      head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    end
     if head and head ~= me and redis.call('EXISTS', KEYS[1]) == 0 then
       wake(head)
     end
@@ -98,7 +142,7 @@ if head and head ~= me then
   end
   enqueue()
   if holder then
-    redis.call('HSET', KEYS[1], 'queued', '1') -- HSET keeps the lease's expiry
+    mark()
   end
   return 0
 end
@@ -107,17 +151,24 @@ local r = acquire()
 if type(r) == 'number' then
   -- Held by another owner; the caller is first in line (or alone).
   enqueue()
-  redis.call('HSET', KEYS[1], 'queued', '1')
+  mark()
   if r < 1 then
     r = 1
   end
   return r
 end
 if head then
-  redis.call('ZREM', KEYS[3], me)
+  -- Admitted from the queue: leave it, and flag the lock if others wait;
+  -- the last waiter takes the flag away (a lease that expired, rather than
+  -- being released, left it).
+  if redis.call('ZREM', KEYS[3], me) == 1 then
+    waiting = waiting - 1
+  end
   redis.call('ZREM', KEYS[4], me)
-  if redis.call('ZCARD', KEYS[3]) > 0 then
-    redis.call('HSET', KEYS[1], 'queued', '1')
+  if waiting > 0 then
+    mark()
+  else
+    redis.call('DEL', KEYS[5])
   end
 end
 return r
