@@ -37,16 +37,29 @@ func TestChaos(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			r := b.make(t)
-			rep := runChaos(t, r, chaos.Config{
-				Workers: 6, Keys: 3, Duration: chaosSeconds, TTL: r.ttl / 2,
-				Network: r.chaos, FaultEvery: 300 * time.Millisecond,
-			})
-			if !rep.OK() {
-				t.Fatalf("violations: %v", rep.Violations())
-			}
-			if rep.Acquisitions < 20 || rep.Pauses == 0 || rep.Overlaps == 0 || rep.StaleRefused == 0 {
-				t.Fatalf("the run exercised too little: %d acquisitions, %d pauses, %d overlaps, %d stale writes refused",
-					rep.Acquisitions, rep.Pauses, rep.Overlaps, rep.StaleRefused)
+			// A run must find no violation, every time. Whether its
+			// 3 s made a paused holder overlap its successor is luck
+			// on a loaded machine (it did not, twice in seven runs at
+			// load 25-30): a run that exercised too little is run
+			// again, up to three in all, each checked in full.
+			var rep *chaos.Report
+			for run := 1; ; run++ {
+				rep = runChaos(t, r, chaos.Config{
+					Workers: 6, Keys: 3, Duration: chaosSeconds, TTL: r.ttl / 2,
+					Network: r.chaos, FaultEvery: 300 * time.Millisecond,
+				})
+				if !rep.OK() {
+					t.Fatalf("violations: %v", rep.Violations())
+				}
+				if rep.Acquisitions >= 20 && rep.Pauses > 0 && rep.Overlaps > 0 && rep.StaleRefused > 0 {
+					break
+				}
+				if run == 3 {
+					t.Fatalf("three runs exercised too little; the last: %d acquisitions, %d pauses, %d overlaps, %d stale writes refused",
+						rep.Acquisitions, rep.Pauses, rep.Overlaps, rep.StaleRefused)
+				}
+				t.Logf("run %d exercised too little (%d acquisitions, %d pauses, %d overlaps, %d stale writes refused); running again",
+					run, rep.Acquisitions, rep.Pauses, rep.Overlaps, rep.StaleRefused)
 			}
 			if rep.Delays+rep.Cuts+rep.Drops == 0 {
 				t.Fatal("no network fault was injected")
