@@ -2,12 +2,9 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
 )
 
 // acquireUnqueued is AcquireOrEnqueue on a schema that Migrate has not
@@ -24,14 +21,7 @@ import (
 func (b *Backend) acquireUnqueued(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
 	box := mailbox(name, owner)
 	b.waker.close(box)
-	token, err := b.Acquire(ctx, name, owner, ttl)
-	switch {
-	case err == nil:
-		b.unqueued.Forget(box)
-		return token, nil
-	case errors.Is(err, lock.ErrHeld):
-		b.unqueued.Refused(box)
-		return 0, fmt.Errorf("%w (polling: the queue table %s does not exist yet; run postgres.Migrate to wait in line)", err, b.queue)
-	}
-	return 0, err
+	return b.unqueued.Acquire(box, b.queue, "postgres.Migrate", func() (fence.Token, error) {
+		return b.Acquire(ctx, name, owner, ttl)
+	})
 }

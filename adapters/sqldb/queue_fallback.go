@@ -2,12 +2,9 @@ package sqldb
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
 )
 
 // acquireUnqueued is AcquireOrEnqueue on a schema that Migrate has not
@@ -23,14 +20,7 @@ import (
 func (b *Backend) acquireUnqueued(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
 	key := waitKey(name, owner)
 	b.forget(name, owner)
-	token, err := b.Acquire(ctx, name, owner, ttl)
-	switch {
-	case err == nil:
-		b.unqueued.Forget(key)
-		return token, nil
-	case errors.Is(err, lock.ErrHeld):
-		b.unqueued.Refused(key)
-		return 0, fmt.Errorf("%w (polling: the queue table %s does not exist yet; run sqldb.Migrate to wait in line)", err, b.queue)
-	}
-	return 0, err
+	return b.unqueued.Acquire(key, b.queue, "sqldb.Migrate", func() (fence.Token, error) {
+		return b.Acquire(ctx, name, owner, ttl)
+	})
 }

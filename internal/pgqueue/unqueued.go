@@ -1,9 +1,14 @@
 package pgqueue
 
 import (
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock"
 )
 
 // Backoff of a waiter that polls because the queue table does not exist
@@ -60,4 +65,23 @@ func (u *Unqueued) Backoff(key string) (time.Duration, bool) {
 		}
 	}
 	return time.Duration(rand.Int64N(int64(ceiling))) + 1, true
+}
+
+// Acquire is one polling attempt of key's waiter: acquire (the adapter's
+// plain Acquire) takes the lock, and then key is forgotten, or is refused
+// with ErrHeld, which counts toward key's backoff and comes back wrapped
+// with a note that the queue table does not exist yet and that migrate
+// (the adapter's Migrate, by name) makes waiters queue again. Any other
+// error is returned as it is.
+func (u *Unqueued) Acquire(key, queueTable, migrate string, acquire func() (fence.Token, error)) (fence.Token, error) {
+	token, err := acquire()
+	switch {
+	case err == nil:
+		u.Forget(key)
+		return token, nil
+	case errors.Is(err, lock.ErrHeld):
+		u.Refused(key)
+		return 0, fmt.Errorf("%w (polling: the queue table %s does not exist yet; run %s to wait in line)", err, queueTable, migrate)
+	}
+	return 0, err
 }
