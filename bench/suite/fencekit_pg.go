@@ -145,4 +145,5 @@ func init() {
 		})
 	}})
 	addLockRT("PostgreSQL", "pglock", fk)
+	addShapeRT("PostgreSQL", "pglock", fk)
 }

@@ -105,6 +105,7 @@ func benchFencedGet1(e *Env) (op, error) {
 func init() {
 	fk := func(r *RTEnv) *lock.Client { return lock.New(fenceredis.NewBackend(r.Redis, nil), nil) }
 	addLockRT("Redis", "fk", fk)
+	addShapeRT("Redis", "fk", fk)
 	addRT(RTCase{Store: "Redis", Op: "write", Lib: "fencekit Store.Put", Run: func(ctx context.Context, r *RTEnv) error {
 		s := fenceredis.NewStore(r.Redis, nil)
 		return r.Measure(func() error { return s.Put(ctx, r.Key("rt", "put"), 1, r.Value) })

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
@@ -162,7 +163,8 @@ func (h redisHook) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis
 	}
 }
 
-// pgTracer counts statements (Begin and Commit included).
+// pgTracer counts statements (Begin and Commit included, and each statement
+// of a batch).
 type pgTracer struct{ c *Counter }
 
 func (t pgTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
@@ -174,6 +176,22 @@ func (t pgTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQ
 
 func (pgTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// TraceBatchStart is part of pgx.BatchTracer: the statements of a batch
+// are counted one by one in TraceBatchQuery.
+func (pgTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+// TraceBatchQuery counts one statement of a batch.
+func (t pgTracer) TraceBatchQuery(_ context.Context, _ *pgx.Conn, _ pgx.TraceBatchQueryData) {
+	if t.c.on.Load() {
+		t.c.commands.Add(1)
+	}
+}
+
+// TraceBatchEnd is part of pgx.BatchTracer.
+func (pgTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
 // RTEnv is what a round-trip case runs on: clients with one connection each,
 // every byte of which is counted.
 type RTEnv struct {
@@ -183,6 +201,7 @@ type RTEnv struct {
 
 	counter *Counter
 	runs    int
+	elapsed time.Duration // inside Measure, over the counted runs
 }
 
 // Measure counts the round trips of fn. A case calls it exactly once per
@@ -191,7 +210,9 @@ type RTEnv struct {
 func (r *RTEnv) Measure(fn func() error) error {
 	r.counter.takeSigs()
 	r.counter.on.Store(true)
+	start := time.Now()
 	err := fn()
+	r.elapsed += time.Since(start)
 	r.counter.on.Store(false)
 	r.runs++
 	r.counter.takeSigs()
@@ -218,7 +239,10 @@ type RTResult struct {
 	// ServerUsec is NaN: the server's time per operation is measured, paired
 	// with floors, by MeasureServerCost instead.
 	ServerUsec float64
-	Err        error
+	// Micros is the mean client-side time of one operation, in
+	// microseconds: noisy, compare it only with a baseline of the same run.
+	Micros float64
+	Err    error
 }
 
 // RTRuns is how many times each operation is counted (after one warm-up run
@@ -227,6 +251,12 @@ const RTRuns = 20
 
 // MeasureRoundTrips counts every round-trip case that env's servers allow.
 func MeasureRoundTrips(ctx context.Context, env *Env) ([]RTResult, error) {
+	return MeasureRoundTripsOf(ctx, env, nil)
+}
+
+// MeasureRoundTripsOf counts the round-trip cases for which keep returns
+// true (every case when keep is nil) that env's servers allow.
+func MeasureRoundTripsOf(ctx context.Context, env *Env, keep func(store, op, lib string) bool) ([]RTResult, error) {
 	counter := &Counter{}
 	r := &RTEnv{Env: env, counter: counter}
 	if env.Redis != nil {
@@ -255,6 +285,9 @@ func MeasureRoundTrips(ctx context.Context, env *Env) ([]RTResult, error) {
 		if (c.Store == "Redis" && r.Redis == nil) || (c.Store == "PostgreSQL" && r.PG == nil) {
 			continue
 		}
+		if keep != nil && !keep(c.Store, c.Op, c.Lib) {
+			continue
+		}
 		res := RTResult{Store: c.Store, Op: c.Op, Lib: c.Lib}
 		// Warm-up: scripts loaded (EVALSHA would otherwise miss once),
 		// statements prepared, connection dialled.
@@ -267,6 +300,7 @@ func MeasureRoundTrips(ctx context.Context, env *Env) ([]RTResult, error) {
 		counter.turns.Store(0)
 		counter.commands.Store(0)
 		r.runs = 0
+		r.elapsed = 0
 		for i := 0; i < RTRuns && res.Err == nil; i++ {
 			res.Err = c.Run(ctx, r)
 		}
@@ -276,6 +310,7 @@ func MeasureRoundTrips(ctx context.Context, env *Env) ([]RTResult, error) {
 		res.RoundTrips = float64(counter.turns.Load()) / RTRuns
 		res.Commands = float64(counter.commands.Load()) / RTRuns
 		res.ServerUsec = math.NaN()
+		res.Micros = float64(r.elapsed.Microseconds()) / RTRuns
 		out = append(out, res)
 	}
 	return out, nil
@@ -412,7 +447,7 @@ func accountTx(ctx context.Context, pool *pgxpool.Pool, e *Env, check func(conte
 // library (fencekit first, then the peers, then plain commands).
 func sortedRTCases() []RTCase {
 	opRank := map[string]int{}
-	for i, op := range []string{"acquire (free)", "acquire (held)", "extend", "release", "write", "write (stale, refused)", "read", "transaction"} {
+	for i, op := range []string{"acquire (free)", "acquire (held)", "extend", "release", "write", "write (stale, refused)", "read", "transaction", OpSetOf2, OpExtendRS, OpResume} {
 		opRank[op] = i
 	}
 	libRank := func(lib string) int {

@@ -53,9 +53,13 @@ func TestScenariosDetectAnUnfencedStore(t *testing.T) {
 			continue
 		}
 		// Only the fenced scenarios depend on the store refusing writes.
-		wantMismatch := line[0] == '6' || line[0] == '7' || line[0] == '8'
+		wantMismatch := line[0] == '6' || line[0] == '7' || line[0] == '8' || line[0] == '9'
 		if got := strings.Contains(line, "MISMATCH"); got != wantMismatch {
 			t.Errorf("mismatch reported %v; want %v in line %q", got, wantMismatch, line)
+		}
+		// Unfenced, the paused transfer's writes land and money is made.
+		if line[0] == '9' && !strings.Contains(line, "= 230 (was 200)") {
+			t.Errorf("scenario 9 on an unfenced store: want the total to grow to 230; line %q", line)
 		}
 	}
 }

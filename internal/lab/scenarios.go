@@ -43,6 +43,7 @@ var scenarios = []scenario{
 	{"lease expires mid-work, fenced store", overlapFenced},
 	{"read-modify-write by a paused holder", readModifyWrite},
 	{"restarted worker resumes its lease, stale instances fenced", resumeAfterRestart},
+	{"money transfer under a set of locks, paused past its TTL, fenced per account", transferPaused},
 }
 
 // ScenarioCount is how many scenarios a run has, for the tests that check
