@@ -66,13 +66,22 @@ func (c *Client) do(ctx context.Context, name string, ttl time.Duration, fn func
 	if err != nil {
 		return err
 	}
-	return runLeased(ctx, lease, ttl, fn)
+	fnCtx, cancel := withLease(ctx, lease)
+	return runLeased(ctx, lease, ttl, fnCtx, cancel, fn)
 }
 
-// runLeased is Do once it holds lease (acquired for ttl): it runs fn under
-// the lease and releases it on every exit path.
-func runLeased(ctx context.Context, lease *Lease, ttl time.Duration, fn func(ctx context.Context, lease *Lease) error) error {
-	fnCtx, cancel := withLease(ctx, lease)
+// heldLease is what Do and DoMulti need of what they hold: a *Lease or a
+// *MultiLease.
+type heldLease interface {
+	Context() context.Context
+	Err() error
+	Release(ctx context.Context) error
+}
+
+// runLeased is Do (or DoMulti) once it holds lease (acquired for ttl): it
+// runs fn with fnCtx, which cancel ends, and releases the lease on every
+// exit path.
+func runLeased[L heldLease](ctx context.Context, lease L, ttl time.Duration, fnCtx context.Context, cancel context.CancelCauseFunc, fn func(ctx context.Context, lease L) error) error {
 	returned := false
 	defer func() {
 		if !returned && !broken.doKeepsLockOnPanic {
@@ -110,9 +119,10 @@ func runLeased(ctx context.Context, lease *Lease, ttl time.Duration, fn func(ctx
 // runtime.Goexit.
 var errFnDidNotReturn = errors.New("lock: Do's function panicked or exited")
 
-// releaseAfterDo releases the lease when Do's function is done: once, and
-// once more if the outcome was unknown, each try bounded by half the ttl.
-func releaseAfterDo(ctx context.Context, lease *Lease, ttl time.Duration) error {
+// releaseAfterDo releases the lease (or the set) when Do's function is
+// done: once, and once more if the outcome was unknown, each try bounded by
+// half the ttl.
+func releaseAfterDo(ctx context.Context, lease heldLease, ttl time.Duration) error {
 	base := context.WithoutCancel(ctx)
 	var err error
 	for try := 0; try < 2; try++ {

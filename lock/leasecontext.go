@@ -34,8 +34,14 @@ func withLease(parent context.Context, lease *Lease) (context.Context, context.C
 		cancel(errNilLeaseContext)
 		return ctx, cancel
 	}
-	ctx, cancel := context.WithCancelCause(ContextWithLease(parent, lease))
-	stop := context.AfterFunc(lease.Context(), func() { cancel(context.Cause(lease.Context())) })
+	return followLease(ContextWithLease(parent, lease), lease.Context())
+}
+
+// followLease returns a copy of parent that is also cancelled, with the
+// lease's cause, when leaseCtx (a Lease's or a MultiLease's Context) ends.
+func followLease(parent, leaseCtx context.Context) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	stop := context.AfterFunc(leaseCtx, func() { cancel(context.Cause(leaseCtx)) })
 	return ctx, func(cause error) {
 		stop()
 		cancel(cause)

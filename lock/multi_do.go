@@ -2,7 +2,6 @@ package lock
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
@@ -49,52 +48,6 @@ func (c *Client) doMulti(ctx context.Context, names []string, ttl time.Duration,
 	if err != nil {
 		return err
 	}
-	fnCtx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(set.Context(), func() { cancel(context.Cause(set.Context())) })
-	finish := func(cause error) {
-		stop()
-		cancel(cause)
-	}
-	returned := false
-	defer func() {
-		if !returned {
-			finish(errFnDidNotReturn)
-			_ = releaseMultiAfterDo(ctx, set, ttl)
-		}
-	}()
-	fnErr := fn(fnCtx, set)
-	returned = true
-	finish(nil)
-
-	ended := set.Err()
-	relErr := releaseMultiAfterDo(ctx, set, ttl)
-	var errs []error
-	if fnErr != nil {
-		errs = append(errs, fnErr)
-	}
-	switch {
-	case errors.Is(ended, ErrLost):
-		if !errors.Is(fnErr, ended) {
-			errs = append(errs, ended)
-		}
-	case relErr != nil:
-		errs = append(errs, relErr)
-	}
-	return errors.Join(errs...)
-}
-
-// releaseMultiAfterDo releases the set once, and once more if the outcome
-// was unknown, each try bounded by half the ttl.
-func releaseMultiAfterDo(ctx context.Context, set *MultiLease, ttl time.Duration) error {
-	base := context.WithoutCancel(ctx)
-	var err error
-	for try := 0; try < 2; try++ {
-		rctx, cancel := context.WithTimeout(base, ttl/2)
-		err = set.Release(rctx)
-		cancel()
-		if err == nil || errors.Is(err, ErrNotHeld) {
-			return err
-		}
-	}
-	return err
+	fnCtx, cancel := followLease(ctx, set.Context())
+	return runLeased(ctx, set, ttl, fnCtx, cancel, fn)
 }

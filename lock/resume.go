@@ -96,7 +96,8 @@ func (c *Client) ResumeDo(ctx context.Context, name, owner string, ttl time.Dura
 	if err != nil {
 		return err
 	}
-	return runLeased(ctx, lease, ttl, fn)
+	fnCtx, cancel := withLease(ctx, lease)
+	return runLeased(ctx, lease, ttl, fnCtx, cancel, fn)
 }
 
 // errLeaseChanged is why a resume through the base contract is retried:
