@@ -1,16 +1,13 @@
 package sqldb_test
 
 import (
-	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fencekit/fencekit/adapters/sqldb"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
-	"github.com/fencekit/fencekit/lock"
 )
 
 // TestQueuedAcquireWithoutQueueTablePolls: an application upgraded before
@@ -36,54 +33,7 @@ func TestQueuedAcquireWithoutQueueTablePolls(t *testing.T) {
 			_, err := db.ExecContext(ctx, "DROP TABLE "+queue)
 			require.NoError(t, err)
 			b := sqldb.NewBackend(db, s.d, opts)
-			holder := testkit.Owner(t)
-			first, err := b.Acquire(ctx, "l", holder, time.Minute)
-			require.NoError(t, err)
-
-			var (
-				mu      sync.Mutex
-				refusal error
-			)
-			refused := make(chan struct{})
-			c := lock.New(b, &lock.Options{Observer: func(e lock.Event) {
-				if e.Kind != lock.EventRetrying {
-					return
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				if refusal == nil {
-					refusal = e.Err
-					close(refused)
-				}
-			}})
-			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			type result struct {
-				l   *lock.Lease
-				err error
-			}
-			got := make(chan result, 1)
-			go func() {
-				l, err := c.Acquire(wctx, "l", time.Minute)
-				got <- result{l, err}
-			}()
-			select {
-			case <-refused:
-			case r := <-got:
-				t.Fatalf("Acquire returned before the release: %v", r.err)
-			}
-			mu.Lock()
-			require.ErrorIs(t, refusal, lock.ErrHeld)
-			require.True(t, strings.Contains(refusal.Error(), "sqldb.Migrate") && strings.Contains(refusal.Error(), opts.LeaseTable[0]+"_queue"),
-				"the refusal %q does not say the queue table is missing", refusal)
-			mu.Unlock()
-
-			require.NoError(t, b.Release(ctx, "l", holder))
-			r := <-got
-			require.NoError(t, r.err)
-			require.Greater(t, r.l.Token(), first)
-			require.NoError(t, r.l.Release(ctx))
-			require.NoError(t, b.LeaveQueue(ctx, "l", testkit.Owner(t)), "LeaveQueue without the queue table")
+			testkit.PollsWithoutQueueTable(t, ctx, b, "l", "sqldb.Migrate", opts.LeaseTable[0]+"_queue")
 
 			missing := opts.LeaseTable[0] + "_none"
 			none := sqldb.NewBackend(db, s.d, &sqldb.Options{StoreTable: opts.StoreTable, LeaseTable: sqldb.Identifier{missing}})

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -65,4 +66,62 @@ func CollectRising(t *testing.T, served chan fence.Token, n int, floor fence.Tok
 			t.Fatalf("only %d of %d waiters served within %v", i, n, d)
 		}
 	}
+}
+
+// PollsWithoutQueueTable checks a QueueBackend on a schema whose queue table
+// is missing (a lease table not yet upgraded by Migrate): a blocking
+// Client.Acquire of name behind a holder polls instead of failing, its
+// refusals match ErrHeld and name both migrate (the adapter's Migrate) and
+// queueTable, it gets the lock after the holder's release with a greater
+// token, and LeaveQueue has nothing to do. The SQL adapters share it.
+func PollsWithoutQueueTable(t *testing.T, ctx context.Context, b lock.QueueBackend, name, migrate, queueTable string) {
+	t.Helper()
+	holder := Owner(t)
+	first, err := b.Acquire(ctx, name, holder, time.Minute)
+	require.NoError(t, err)
+
+	var (
+		mu      sync.Mutex
+		refusal error
+	)
+	refused := make(chan struct{})
+	c := lock.New(b, &lock.Options{Observer: func(e lock.Event) {
+		if e.Kind != lock.EventRetrying {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if refusal == nil {
+			refusal = e.Err
+			close(refused)
+		}
+	}})
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	type result struct {
+		l   *lock.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := c.Acquire(wctx, name, time.Minute)
+		got <- result{l, err}
+	}()
+	select {
+	case <-refused:
+	case r := <-got:
+		t.Fatalf("Acquire returned before the release: %v", r.err)
+	}
+	mu.Lock()
+	require.ErrorIs(t, refusal, lock.ErrHeld)
+	require.True(t, strings.Contains(refusal.Error(), migrate) && strings.Contains(refusal.Error(), queueTable),
+		"the refusal %q does not say the queue table is missing", refusal)
+	mu.Unlock()
+
+	require.NoError(t, b.Release(ctx, name, holder))
+	r := <-got
+	require.NoError(t, r.err)
+	require.Greater(t, r.l.Token(), first)
+	require.NoError(t, r.l.Release(ctx))
+	require.NoError(t, b.LeaveQueue(ctx, name, Owner(t)), "LeaveQueue without the queue table")
 }
