@@ -250,19 +250,12 @@ func TestSQLWaiterConnectionCut(t *testing.T) {
 		var hs holds
 		cutOff := startQueuedWaiter(t, ctx, r.faulty, name, "the cut-off waiter", &hs)
 		next := startQueuedWaiter(t, ctx, r.direct, name, "the waiter behind it", &hs)
-		// Requests and replies are held as well as cut: CutAll misses a
-		// connection the proxy accepted but had not yet connected to the
-		// server (a pool's new connection, the waker's listening one), and
-		// such a straggler must not carry the cut-off waiter's request.
-		// At the end, what was held is discarded (CutAll), not delivered.
+		// New connections are refused; CutAll also cuts one the proxy
+		// accepted but had not yet connected to the server (a pool's new
+		// connection, the waker's listening one).
 		r.proxy.RefuseNew(true)
-		r.proxy.Hold(faultproxy.Upstream)
-		r.proxy.Hold(faultproxy.Downstream)
 		r.proxy.CutAll()
-		defer func() {
-			r.proxy.CutAll()
-			r.proxy.Heal()
-		}()
+		defer r.proxy.Heal()
 		cut := time.Now()
 		if err := r.direct.Release(ctx, name, h); err != nil {
 			t.Fatal(err)

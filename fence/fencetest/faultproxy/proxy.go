@@ -84,8 +84,12 @@ type Proxy struct {
 	accepted int
 	refused  int
 	cut      int
+	cutGen   int // CutAll calls so far: a connection accepted before one is cut by it
 	dropped  int
-	bytes    [2]atomic.Int64 // bytes read, per direction
+	// dial connects to the target; a test of this package replaces it to
+	// hold a connection between its accept and its dial.
+	dial  func(target string) (net.Conn, error)
+	bytes [2]atomic.Int64 // bytes read, per direction
 }
 
 // Stats counts what a Proxy did.
@@ -112,7 +116,7 @@ func Start(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{target: target, ln: ln, changed: make(chan struct{}), conns: map[*proxyConn]struct{}{}}
+	p := &Proxy{target: target, ln: ln, changed: make(chan struct{}), conns: map[*proxyConn]struct{}{}, dial: dialTarget}
 	p.wg.Add(1)
 	go p.acceptLoop()
 	return p, nil
@@ -249,10 +253,13 @@ func (p *Proxy) DropNextReply() <-chan struct{} {
 }
 
 // CutAll closes every open connection, on both sides, discarding bytes that
-// are delayed or held. It returns how many it cut. New connections are
-// accepted as usual unless RefuseNew is on.
+// are delayed or held, and every connection accepted before it that is
+// still dialling the target (it is closed instead of forwarded). It returns
+// how many open connections it cut. New connections are accepted as usual
+// unless RefuseNew is on.
 func (p *Proxy) CutAll() int {
 	p.mu.Lock()
+	p.cutGen++
 	conns := make([]*proxyConn, 0, len(p.conns))
 	for c := range p.conns {
 		conns = append(conns, c)
@@ -328,7 +335,7 @@ func (p *Proxy) acceptLoop() {
 			continue // a transient accept error; try again
 		}
 		p.mu.Lock()
-		refuse, closed := p.refuse, p.closed
+		refuse, closed, gen := p.refuse, p.closed, p.cutGen
 		if refuse {
 			p.refused++
 		}
@@ -338,21 +345,29 @@ func (p *Proxy) acceptLoop() {
 			continue
 		}
 		p.wg.Add(1)
-		go p.serve(client)
+		go p.serve(client, gen)
 	}
 }
 
-// serve dials the target for one accepted client and pumps both ways.
-func (p *Proxy) serve(client net.Conn) {
+// serve dials the target for one accepted client and pumps both ways. gen
+// is cutGen when the client was accepted: a CutAll while the target was
+// being dialled cuts this connection too.
+func (p *Proxy) serve(client net.Conn, gen int) {
 	defer p.wg.Done()
-	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	p.mu.Lock()
+	dial := p.dial
+	p.mu.Unlock()
+	server, err := dial(p.target)
 	if err != nil {
 		abort(client)
 		return
 	}
 	c := &proxyConn{p: p, client: client, server: server, done: make(chan struct{})}
 	p.mu.Lock()
-	if p.closed {
+	if p.closed || p.cutGen != gen {
+		if !p.closed {
+			p.cut++
+		}
 		p.mu.Unlock()
 		abort(client)
 		_ = server.Close()
@@ -371,6 +386,11 @@ func (p *Proxy) serve(client net.Conn) {
 	p.mu.Lock()
 	delete(p.conns, c)
 	p.mu.Unlock()
+}
+
+// dialTarget is a Proxy's dial.
+func dialTarget(target string) (net.Conn, error) {
+	return net.DialTimeout("tcp", target, 5*time.Second)
 }
 
 func stopTimer(t *time.Timer) {

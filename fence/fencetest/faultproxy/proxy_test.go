@@ -273,6 +273,41 @@ func TestProxyCutAllAndRefuse(t *testing.T) {
 	proxyMustCall(t, ok, "welcome-back")
 }
 
+// TestProxyCutAllCutsAConnectionStillDialling: a connection the proxy
+// accepted before CutAll but had not yet connected to the target (a pool's
+// new connection at the moment of the cut) is cut too, not forwarded.
+func TestProxyCutAllCutsAConnectionStillDialling(t *testing.T) {
+	srv := newProxyLineServer(t)
+	p := newProxy(t, srv.addr())
+	dialling := make(chan struct{})
+	release := make(chan struct{})
+	p.mu.Lock()
+	p.dial = func(target string) (net.Conn, error) {
+		close(dialling)
+		<-release
+		return dialTarget(target)
+	}
+	p.mu.Unlock()
+	r, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	<-dialling
+	if n := p.CutAll(); n != 0 {
+		t.Fatalf("CutAll cut %d open connections, want 0 (the one accepted is still dialling)", n)
+	}
+	close(release)
+	c := &proxyLineClient{t: t, c: r, rd: bufio.NewReader(r)}
+	if _, err := c.call("after-cut", 10*time.Second); err == nil || proxyIsTimeout(err) {
+		t.Fatalf("call on a connection accepted before the cut: %v, want a broken connection", err)
+	}
+	if n := srv.executed.Load(); n != 0 {
+		t.Fatalf("the target executed %d lines sent on a cut connection", n)
+	}
+	proxyWaitFor(t, "the cut to be counted", func() bool { return p.Stats().Cut == 1 })
+}
+
 func TestProxyCloseEndsConnections(t *testing.T) {
 	srv := newProxyLineServer(t)
 	p, err := Start(srv.addr())
