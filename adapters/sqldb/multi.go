@@ -25,6 +25,11 @@ var _ lock.MultiBackend = (*Backend)(nil)
 // and the error is a *lock.HeldError for that name with its remaining TTL.
 // Tokens come back in the order of names.
 //
+// Each statement reads and locks the newest version of its row, whatever
+// the isolation level's snapshot; the floor row a new name starts from
+// changes only under Sweep's and Admin.Bump's table lock, which waits for
+// the transaction to end.
+//
 // The sorted order means that two sets that overlap lock their common rows
 // in the same order; a deadlock or serialization failure the server reports
 // anyway runs the transaction again (three attempts), then comes back as a
