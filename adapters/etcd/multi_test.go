@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -243,5 +244,72 @@ func TestAcquireMultiMostNames(t *testing.T) {
 		if err := b.Release(ctx, n, o); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// opLimit is a client of the shared cluster whose Txns fail as a server
+// with --max-txn-ops=limit refuses them: before anything is applied.
+type opLimit struct {
+	*clientv3.Client
+	limit int
+}
+
+func (c opLimit) Txn(ctx context.Context) clientv3.Txn {
+	return &limitedTxn{Txn: c.Client.Txn(ctx), limit: c.limit}
+}
+
+type limitedTxn struct {
+	clientv3.Txn
+	limit, ops int
+}
+
+func (t *limitedTxn) If(cs ...clientv3.Cmp) clientv3.Txn {
+	t.ops = max(t.ops, len(cs))
+	t.Txn = t.Txn.If(cs...)
+	return t
+}
+
+func (t *limitedTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	t.ops = max(t.ops, len(ops))
+	t.Txn = t.Txn.Then(ops...)
+	return t
+}
+
+func (t *limitedTxn) Else(ops ...clientv3.Op) clientv3.Txn {
+	t.ops = max(t.ops, len(ops))
+	t.Txn = t.Txn.Else(ops...)
+	return t
+}
+
+func (t *limitedTxn) Commit() (*clientv3.TxnResponse, error) {
+	if t.ops > t.limit {
+		return nil, rpctypes.ErrTooManyOps
+	}
+	return t.Txn.Commit()
+}
+
+// TestAcquireMultiTooManyOps: on a server whose limit on operations in a
+// Txn is below what a set needs, AcquireMulti writes nothing and answers
+// lock.ErrNotAtomic, and the Client takes the names in order instead.
+func TestAcquireMultiTooManyOps(t *testing.T) {
+	ctx := testkit.Context(t)
+	ns := prefix(t)
+	cl := sharedClient(t)
+	b := fenceetcd.NewBackend(opLimit{Client: cl, limit: 4}, &fenceetcd.BackendOptions{Prefix: ns})
+	names := []string{"a", "b", "c"}
+	o := testkit.Owner(t)
+	if _, err := b.AcquireMulti(ctx, names, o, 10*time.Second); !errors.Is(err, lock.ErrNotAtomic) {
+		t.Fatalf("AcquireMulti of %d names with a limit of 4 operations: %v; want lock.ErrNotAtomic", len(names), err)
+	}
+	resp, err := cl.Get(ctx, ns, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Fatalf("keys under the prefix after ErrNotAtomic: %v, %v; want none", resp, err)
+	}
+	set, err := lock.New(b, nil).TryAcquireMulti(ctx, names, 10*time.Second)
+	if err != nil {
+		t.Fatalf("TryAcquireMulti after ErrNotAtomic (in order): %v", err)
+	}
+	if err := set.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
