@@ -71,13 +71,18 @@ const FaultTimeout = 60 * time.Second
 // context.DeadlineExceeded at about that deadline, and nothing is lost.
 // On a backend that implements lock.Resumer it also runs ResumeFaultChecks
 // (it calls newBackend once more, with a plain dialer, to find out): a
-// Resume whose reply is lost, retried, keeps the same token.
+// Resume whose reply is lost, retried, keeps the same token. On a
+// lock.PermitBackend it runs PermitFaultChecks the same way: a permit whose
+// reply is lost, retried, keeps its token, and a waiter keeps one place.
 func RunFaults(t *testing.T, addr string, newBackend NewNetBackend) {
 	t.Helper()
 	checks := FaultChecks()
 	var d net.Dialer
 	if _, ok := newBackend(t, d.DialContext).(lock.Resumer); ok {
 		checks = append(checks, ResumeFaultChecks()...) // resume_faults.go
+	}
+	if _, ok := newBackend(t, d.DialContext).(lock.PermitBackend); ok {
+		checks = append(checks, PermitFaultChecks()...) // permit_faults.go
 	}
 	names := make([]string, len(checks))
 	for i, c := range checks {
