@@ -4,18 +4,39 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"testing"
 
+	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
 	"github.com/fencekit/fencekit/internal/faultkit"
 	"github.com/fencekit/fencekit/lock"
 )
 
 // PermitFaultChecks returns the fault checks of the optional capability
-// lock.PermitBackend. RunFaults runs them when the backend implements it.
+// lock.PermitBackend, which RunPermitFaults runs.
 func PermitFaultChecks() []FaultCheck {
 	return []FaultCheck{
 		{"PermitAcquireLostReplyRetriedSameToken", checkPermitAcquireLostReply},
 		{"PermitQueueLostReplyKeepsOnePlace", checkPermitQueueLostReply},
 	}
+}
+
+// RunPermitFaults runs PermitFaultChecks as subtests of t, as RunFaults
+// runs its checks (newBackend as there). requestsBeforePermit is how many
+// requests the backend's AcquirePermit sends, each waiting for its reply,
+// before the one that makes the grant (FaultEnv.RequestsBeforePermit): 0
+// for a backend whose AcquirePermit is one request.
+func RunPermitFaults(t *testing.T, addr string, newBackend NewNetBackend, requestsBeforePermit int) {
+	t.Helper()
+	checks := PermitFaultChecks()
+	names := make([]string, len(checks))
+	for i, c := range checks {
+		names[i] = c.Name
+	}
+	faultkit.RunEach(t, addr, FaultTimeout, names,
+		func(t *testing.T, p *faultproxy.Proxy, plain faultproxy.DialFunc) FaultEnv {
+			return FaultEnv{Backend: newBackend(t, p.Dial), Proxy: p, Other: newBackend(t, plain), NS: Namespace(), RequestsBeforePermit: requestsBeforePermit}
+		},
+		func(ctx context.Context, i int, env FaultEnv) error { return checks[i].Run(ctx, env) })
 }
 
 // warmPermits sends each permit call once through env.Backend (a
@@ -56,7 +77,7 @@ func checkPermitAcquireLostReply(ctx context.Context, env FaultEnv) error {
 	name, a := env.NS+"sem", owner()
 	call := fmt.Sprintf("AcquirePermit(%q)", name)
 	var got lock.Permit
-	callErr, err := faultkit.LoseReplyAfter(ctx, env.Proxy, env.RequestsBeforeAcquire, call,
+	callErr, err := faultkit.LoseReplyAfter(ctx, env.Proxy, env.RequestsBeforePermit, call,
 		func(ctx context.Context) (err error) {
 			got, err = pb.AcquirePermit(ctx, name, a, semaphoreReq(1, longTTL, 0))
 			return err
@@ -112,7 +133,7 @@ func checkPermitQueueLostReply(ctx context.Context, env FaultEnv) error {
 		return err
 	}
 	call := fmt.Sprintf("AcquirePermit(%q) with a place", name)
-	callErr, err := faultkit.LoseReplyAfter(ctx, env.Proxy, env.RequestsBeforeAcquire, call,
+	callErr, err := faultkit.LoseReplyAfter(ctx, env.Proxy, env.RequestsBeforePermit, call,
 		func(ctx context.Context) error {
 			_, err := pb.AcquirePermit(ctx, name, w, semaphoreReq(1, longTTL, permitPlaceTTL))
 			return err

@@ -101,7 +101,7 @@ func TestPermitFaultChecks(t *testing.T) {
 					t.Fatal(err)
 				}
 				var d net.Dialer
-				env := locktest.FaultEnv{Backend: newBackend(t, p.Dial), Proxy: p, Other: newBackend(t, d.DialContext), NS: locktest.Namespace(), RequestsBeforeAcquire: tc.before}
+				env := locktest.FaultEnv{Backend: newBackend(t, p.Dial), Proxy: p, Other: newBackend(t, d.DialContext), NS: locktest.Namespace(), RequestsBeforePermit: tc.before}
 				ctx, cancel := context.WithTimeout(context.Background(), locktest.FaultTimeout)
 				err = c.Run(ctx, env)
 				cancel()
