@@ -551,3 +551,72 @@ func TestPermitDefaultOptions(t *testing.T) {
 	require.Equal(t, w, info.Holders[0].Owner)
 	require.NoError(t, b.ReleasePermit(ctx, "s", w))
 }
+
+// TestPermitReleaseWakesThoseLetIn: a writer's release wakes every reader
+// in line ahead of the next writer, each in its own process; the release
+// of the last reader then wakes that writer; a semaphore's release wakes
+// as many waiters as permits are free.
+func TestPermitReleaseWakesThoseLetIn(t *testing.T) {
+	t.Parallel()
+	shared := testkit.Redis(t)
+	ctx := testCtx(t)
+	prefix := testkit.RedisPrefix(t, shared)
+	newBackend := func() *fenceredis.Backend {
+		c := goredis.NewClient(shared.Options())
+		t.Cleanup(func() { _ = c.Close() })
+		return fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: prefix})
+	}
+	hb := newBackend()
+	w1, w2 := newOwner(t), newOwner(t)
+	_, err := hb.AcquirePermit(ctx, "rw", w1, writer(time.Minute, 0))
+	require.NoError(t, err)
+	type waiter struct {
+		b     *fenceredis.Backend
+		owner string
+		req   lock.PermitRequest
+	}
+	line := []waiter{
+		{newBackend(), newOwner(t), reader(time.Minute, time.Minute)},
+		{newBackend(), newOwner(t), reader(time.Minute, time.Minute)},
+		{newBackend(), w2, writer(time.Minute, time.Minute)},
+	}
+	for _, w := range line {
+		_, err := w.b.AcquirePermit(ctx, "rw", w.owner, w.req)
+		requireHeld(t, err, "queued")
+		require.NoError(t, w.b.AwaitPermit(ctx, "rw", w.owner, time.Second)) // subscribes
+	}
+	require.NoError(t, hb.ReleasePermit(ctx, "rw", w1))
+	for _, r := range line[:2] {
+		woken(t, r.b, "rw", r.owner)
+		_, err := r.b.AcquirePermit(ctx, "rw", r.owner, r.req)
+		require.NoError(t, err, "a reader let in by the writer's release")
+	}
+	require.NoError(t, line[0].b.ReleasePermit(ctx, "rw", line[0].owner))
+	require.NoError(t, line[1].b.ReleasePermit(ctx, "rw", line[1].owner))
+	woken(t, line[2].b, "rw", w2)
+	_, err = line[2].b.AcquirePermit(ctx, "rw", w2, line[2].req)
+	require.NoError(t, err, "the writer after the readers")
+
+	// A semaphore of 3, full, with two waiters: two releases free two
+	// permits, and the waiters each get one.
+	holders := []string{newOwner(t), newOwner(t), newOwner(t)}
+	for _, h := range holders {
+		_, err := hb.AcquirePermit(ctx, "sem", h, semaphore(3, time.Minute, 0))
+		require.NoError(t, err)
+	}
+	sem := []waiter{{newBackend(), newOwner(t), semaphore(3, time.Minute, time.Minute)}, {newBackend(), newOwner(t), semaphore(3, time.Minute, time.Minute)}}
+	for _, w := range sem {
+		_, err := w.b.AcquirePermit(ctx, "sem", w.owner, w.req)
+		requireHeld(t, err, "queued")
+		require.NoError(t, w.b.AwaitPermit(ctx, "sem", w.owner, time.Second))
+	}
+	// The second release finds one permit free already (the first waiter
+	// has not taken its own yet): it wakes both.
+	require.NoError(t, hb.ReleasePermit(ctx, "sem", holders[0]))
+	require.NoError(t, hb.ReleasePermit(ctx, "sem", holders[1]))
+	for _, w := range sem {
+		woken(t, w.b, "sem", w.owner)
+		_, err := w.b.AcquirePermit(ctx, "sem", w.owner, w.req)
+		require.NoError(t, err)
+	}
+}

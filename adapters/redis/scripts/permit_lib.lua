@@ -86,9 +86,10 @@ local function shape()
   return nil
 end
 
--- wake publishes "counter key NUL owner" on waiter o's channel.
-local function wake(o)
-  local _, _, ch = entry(redis.call('HGET', KEYS[4], o))
+-- wake publishes "counter key NUL owner" on waiter o's channel; v is o's
+-- waiting value when the caller has read it already.
+local function wake(o, v)
+  local _, _, ch = entry(v or redis.call('HGET', KEYS[4], o))
   if ch and ch ~= '' then
     redis.call('PUBLISH', ch, KEYS[1] .. '\0' .. o)
   end
@@ -103,12 +104,16 @@ local function letIn()
   if not first then
     return
   end
-  local k, limit = entry(redis.call('HGET', KEYS[4], first))
+  local v = redis.call('HGET', KEYS[4], first)
+  local k, limit = entry(v)
   local held = redis.call('ZCARD', KEYS[3])
   if k == 's' then
     if held < limit then
-      for _, o in ipairs(redis.call('ZRANGE', KEYS[6], 0, limit - held - 1)) do
-        wake(o)
+      wake(first, v)
+      if limit - held > 1 then
+        for _, o in ipairs(redis.call('ZRANGE', KEYS[6], 1, limit - held - 1)) do
+          wake(o)
+        end
       end
     end
     return
@@ -123,7 +128,7 @@ local function letIn()
   end
   if k == 'w' then
     if held == 0 then
-      wake(first)
+      wake(first, v)
     end
     return
   end
