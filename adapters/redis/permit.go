@@ -98,22 +98,38 @@ func (b *Backend) AcquirePermit(ctx context.Context, name, owner string, req loc
 	}
 	keys := b.PermitKeys(name)
 	box := mailbox(keys[0], owner)
+	listening := false
 	if req.Place > 0 {
 		// Before the script runs: a release right after it finds the box.
 		b.waker.open(box)
+		listening = b.waker.isConfirmed()
 	}
 	args := []any{owner, kindCode(req.Kind), req.Limit, millis(req.TTL), millis(req.Place), b.waker.channel}
+	p, err := b.acquirePermit(ctx, name, req, keys, args)
+	var he *lock.HeldError
+	if req.Place > 0 && !listening && errors.As(err, &he) {
+		// Refused while this Backend was not yet listening: a wake-up sent
+		// before it listens would be lost. Subscribe, then ask once more,
+		// so that AwaitPermit misses nothing from the answer on. Only the
+		// first wait of a Backend (after 30 s without waiters) costs this.
+		if ok, serr := b.waker.subscribed(ctx); ok && serr == nil {
+			p, err = b.acquirePermit(ctx, name, req, keys, args)
+		}
+	}
+	if !errors.As(err, &he) {
+		b.waker.close(box) // admitted or refused for good: it will not wait
+	}
+	return p, err
+}
+
+// acquirePermit runs permit_acquire.lua once.
+func (b *Backend) acquirePermit(ctx context.Context, name string, req lock.PermitRequest, keys []string, args []any) (lock.Permit, error) {
 	reply, err := permitAcquireScript.run(ctx, b.client, resend, keys, args...).Slice()
 	if err != nil {
 		b.reload.after(err)
 		return lock.Permit{}, acquireError(name, err)
 	}
-	p, err := parsePermit(name, req, reply)
-	var he *lock.HeldError
-	if !errors.As(err, &he) {
-		b.waker.close(box) // admitted or refused for good: it will not wait
-	}
-	return p, err
+	return parsePermit(name, req, reply)
 }
 
 // parsePermit reads permit_acquire.lua's reply.

@@ -58,7 +58,9 @@ func TestPermitCommandsPerOperation(t *testing.T) {
 	_, err := b.AcquirePermit(ctx, "s", a, semaphore(1, time.Minute, 0))
 	require.NoError(t, err)
 	require.NoError(t, b.ExtendPermit(ctx, "s", a, time.Minute))
-	require.NoError(t, b.LeavePermitLine(ctx, "s", a))
+	_, err = b.AcquirePermit(ctx, "s", w, semaphore(1, time.Minute, time.Minute)) // subscribes
+	requireHeld(t, err, "warm-up")
+	require.NoError(t, b.LeavePermitLine(ctx, "s", w))
 	_, err = b.InspectPermits(ctx, "s")
 	require.NoError(t, err)
 	require.NoError(t, b.ReleasePermit(ctx, "s", a))

@@ -63,6 +63,27 @@ func TestPermitRoundTrips(t *testing.T) {
 	require.NoError(t, b.LeavePermitLine(ctx, "warm", a))
 	_, err = b.InspectPermits(ctx, "warm")
 	require.NoError(t, err)
+	rt.take()
+
+	// The first refusal with a place while the Backend does not listen
+	// subscribes (on a connection of its own), then asks again: two
+	// scripts, once per Backend while it has waiters (and for 30 s after).
+	_, err = b.AcquirePermit(ctx, "warm", w, semaphore(1, time.Minute, time.Minute))
+	requireHeld(t, err, "the first wait")
+	_, sent := rt.take()
+	require.Equal(t, "evalsha", sent[0], "first wait: %v", sent)
+	require.Equal(t, "evalsha", sent[len(sent)-1], "first wait: %v", sent)
+	scripts := 0
+	for _, s := range sent {
+		if s == "evalsha" {
+			scripts++
+		}
+	}
+	require.Equal(t, 2, scripts, "first wait: %v", sent)
+	subs, err := shared.PubSubNumSub(ctx, b.WakeChannel()).Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), subs[b.WakeChannel()], "subscribed to the wake-up channel")
+	require.NoError(t, b.LeavePermitLine(ctx, "warm", w))
 	require.NoError(t, b.ReleasePermit(ctx, "warm", a))
 	rt.take()
 
@@ -266,8 +287,6 @@ func TestPermitWriterNotStarved(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, info.Waiting, "the writer and r3, each once")
 
-	require.NoError(t, b.AwaitPermit(ctx, "rw", w, time.Second)) // subscribes
-	require.NoError(t, b.AwaitPermit(ctx, "rw", r3, time.Second))
 	require.NoError(t, b.ReleasePermit(ctx, "rw", r1))
 	woken(t, b, "rw", w)
 	wp, err := b.AcquirePermit(ctx, "rw", w, writer(time.Minute, time.Minute))
@@ -314,10 +333,10 @@ func TestPermitWakeAcrossBackends(t *testing.T) {
 	require.NoError(t, err)
 	_, err = wb.AcquirePermit(ctx, "s", waiter, semaphore(1, time.Minute, time.Minute))
 	requireHeld(t, err, "queued")
-	require.NoError(t, wb.AwaitPermit(ctx, "s", waiter, time.Second)) // returns once subscribed
-	_, err = wb.AcquirePermit(ctx, "s", waiter, semaphore(1, time.Minute, time.Minute))
-	requireHeld(t, err, "asked again after subscribing")
-	require.NoError(t, hb.ReleasePermit(ctx, "s", holder)) // before the waiter awaits
+	// Released the moment AcquirePermit returned, before AwaitPermit: the
+	// first wait of a Backend subscribed before its answer, so the wake-up
+	// is in the waiter's mailbox.
+	require.NoError(t, hb.ReleasePermit(ctx, "s", holder))
 	woken(t, wb, "s", waiter)
 	_, err = wb.AcquirePermit(ctx, "s", waiter, semaphore(1, time.Minute, time.Minute))
 	require.NoError(t, err)
@@ -496,7 +515,6 @@ func TestPermitContextHonoured(t *testing.T) {
 	waiter := newOwner(t)
 	_, err = b.AcquirePermit(ctx, "s", waiter, semaphore(1, time.Minute, time.Minute))
 	requireHeld(t, err, "queued")
-	require.NoError(t, b.AwaitPermit(ctx, "s", waiter, time.Second)) // subscribes
 	wctx, wcancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer wcancel()
 	require.ErrorIs(t, b.AwaitPermit(wctx, "s", waiter, time.Minute), context.DeadlineExceeded, "AwaitPermit past its context")
@@ -539,7 +557,6 @@ func TestPermitDefaultOptions(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.AcquirePermit(ctx, "s", w, semaphore(1, time.Minute, time.Minute))
 	requireHeld(t, err, "queued")
-	require.NoError(t, b.AwaitPermit(ctx, "s", w, time.Second))
 	require.NoError(t, b.ExtendPermit(ctx, "s", a, time.Minute))
 	require.NoError(t, b.ReleasePermit(ctx, "s", a))
 	woken(t, b, "s", w)
@@ -583,7 +600,6 @@ func TestPermitReleaseWakesThoseLetIn(t *testing.T) {
 	for _, w := range line {
 		_, err := w.b.AcquirePermit(ctx, "rw", w.owner, w.req)
 		requireHeld(t, err, "queued")
-		require.NoError(t, w.b.AwaitPermit(ctx, "rw", w.owner, time.Second)) // subscribes
 	}
 	require.NoError(t, hb.ReleasePermit(ctx, "rw", w1))
 	for _, r := range line[:2] {
@@ -608,7 +624,6 @@ func TestPermitReleaseWakesThoseLetIn(t *testing.T) {
 	for _, w := range sem {
 		_, err := w.b.AcquirePermit(ctx, "sem", w.owner, w.req)
 		requireHeld(t, err, "queued")
-		require.NoError(t, w.b.AwaitPermit(ctx, "sem", w.owner, time.Second))
 	}
 	// The second release finds one permit free already (the first waiter
 	// has not taken its own yet): it wakes both.
