@@ -44,7 +44,7 @@ func commandsRun(t *testing.T, ctx context.Context, c *goredis.Client, op func()
 
 // TestPermitCommandsPerOperation counts the commands each permit script
 // runs inside Redis (server time per operation; docs/redis.md lists them):
-// an uncontended permit is ten, a release with nobody in line five, and a
+// a granted permit is fourteen, a release with nobody in line five, and a
 // release that wakes a waiter reads the line and publishes once.
 func TestPermitCommandsPerOperation(t *testing.T) {
 	t.Parallel()
