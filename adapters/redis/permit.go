@@ -87,8 +87,9 @@ func kindOf(code string) lock.PermitKind {
 // time until the earliest permit expires. It is one script and one round
 // trip; expiries are on the server's clock. While owner waits in line, the
 // Backend keeps a mailbox for its wake-ups (AwaitPermit) until it is
-// admitted or calls LeavePermitLine. BackendOptions.WaitReplicas does not
-// apply to permits.
+// admitted or calls LeavePermitLine. With BackendOptions.WaitReplicas, a
+// granted permit counts only once that many replicas have it, as for
+// Acquire; one they do not acknowledge is released again (*ReplicationError).
 func (b *Backend) AcquirePermit(ctx context.Context, name, owner string, req lock.PermitRequest) (lock.Permit, error) {
 	if err := lock.ValidatePermit(name, owner, req); err != nil {
 		return lock.Permit{}, err
@@ -122,14 +123,62 @@ func (b *Backend) AcquirePermit(ctx context.Context, name, owner string, req loc
 	return p, err
 }
 
-// acquirePermit runs permit_acquire.lua once.
+// acquirePermit runs permit_acquire.lua once; with WaitReplicas, in one
+// pipeline with WAIT (see acquirePermitWait).
 func (b *Backend) acquirePermit(ctx context.Context, name string, req lock.PermitRequest, keys []string, args []any) (lock.Permit, error) {
+	if b.wait.on() {
+		return b.acquirePermitWait(ctx, name, req, keys, args)
+	}
 	reply, err := permitAcquireScript.run(ctx, b.client, resend, keys, args...).Slice()
 	if err != nil {
 		b.reload.after(err)
 		return lock.Permit{}, acquireError(name, err)
 	}
 	return parsePermit(name, req, reply)
+}
+
+// acquirePermitWait runs the script and WAIT in one pipeline, as
+// acquireWait does for a lock: a permit that too few replicas acknowledged
+// is released again, and the error is a *ReplicationError. A refusal is not
+// waited for: it wrote at most a place in line.
+func (b *Backend) acquirePermitWait(ctx context.Context, name string, req lock.PermitRequest, keys []string, args []any) (lock.Permit, error) {
+	owner, _ := args[0].(string)
+	res, err := b.wait.run(ctx, b.client, permitAcquireScript, resend, keys, args)
+	if err != nil {
+		b.reload.after(err)
+		return lock.Permit{}, opError("acquire permit", name, err)
+	}
+	reply, err := res.script.Slice()
+	if err != nil {
+		b.reload.after(err)
+		if isRedisError(err) {
+			return lock.Permit{}, acquireError(name, err)
+		}
+		// A transport error: the script may have run. Take the permit back.
+		return lock.Permit{}, b.unreplicatedPermit(ctx, name, owner, -1, err)
+	}
+	p, err := parsePermit(name, req, reply)
+	if err != nil {
+		return p, err
+	}
+	got, err := res.wait.Result()
+	if err != nil {
+		return lock.Permit{}, b.unreplicatedPermit(ctx, name, owner, -1, err)
+	}
+	if got < int64(b.wait.replicas) {
+		return lock.Permit{}, b.unreplicatedPermit(ctx, name, owner, int(got), nil)
+	}
+	return p, nil
+}
+
+// unreplicatedPermit releases the permit that was not acknowledged and
+// describes it, as unreplicated does for a lease.
+func (b *Backend) unreplicatedPermit(ctx context.Context, name, owner string, got int, cause error) error {
+	e := &ReplicationError{Op: "acquire", Name: name, Want: b.wait.replicas, Got: got, Timeout: b.wait.timeout, Err: cause}
+	if err := b.ReleasePermit(ctx, name, owner); err != nil && !errors.Is(err, lock.ErrNotHeld) {
+		e.ReleaseErr = err
+	}
+	return e
 }
 
 // parsePermit reads permit_acquire.lua's reply.
