@@ -85,7 +85,9 @@ func kindOf(code string) lock.PermitKind {
 // (same token), or keeps owner's place in line when req.Place > 0, as
 // lock.PermitBackend says; refused, the error is a *lock.HeldError with the
 // time until the earliest permit expires. It is one script and one round
-// trip; expiries are on the server's clock. While owner waits in line, the
+// trip (but for a refusal with a place while the Backend does not listen
+// for wake-ups: it subscribes, then asks once more); expiries are on the
+// server's clock. While owner waits in line, the
 // Backend keeps a mailbox for its wake-ups (AwaitPermit) until it is
 // admitted or calls LeavePermitLine. With BackendOptions.WaitReplicas, a
 // granted permit counts only once that many replicas have it, as for
