@@ -1,0 +1,162 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/testkit/require"
+	"github.com/fencekit/fencekit/lock"
+)
+
+// Sixteen contenders for a semaphore of 3, half of them polling (no
+// place) and half waiting in line (woken by the releases): never more than
+// 3 live permits, as counted by the contenders while they hold one and as
+// the server reports it; every token is minted once; and everyone gets its
+// turns.
+func TestPermitSemaphoreNeverOverLimit(t *testing.T) {
+	const (
+		contenders = 16
+		limit      = 3
+		turns      = 4
+	)
+	ctx := testCtx(t)
+	b := permitBackend(t)
+	var (
+		live, most, refusals atomic.Int64
+		mu                   sync.Mutex
+		tokens               = map[fence.Token]bool{}
+		wg                   sync.WaitGroup
+	)
+	for i := range contenders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner, err := lock.NewOwner()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			req := semReq(limit)
+			req.TTL = 30 * time.Second
+			if i%2 == 1 {
+				req.Place = 3 * time.Second
+			}
+			for turn := 0; turn < turns; {
+				p, err := b.AcquirePermit(ctx, "sem", owner, req)
+				switch {
+				case errors.Is(err, lock.ErrHeld):
+					refusals.Add(1)
+					if req.Place > 0 {
+						err = b.AwaitPermit(ctx, "sem", owner, req.Place/3)
+					} else {
+						// A poller backs off (not synchronisation: it asks
+						// again either way), as lock.Client would.
+						time.Sleep(2 * time.Millisecond)
+						err = nil
+					}
+					if err != nil || ctx.Err() != nil {
+						t.Errorf("contender %d waiting: %v (ctx %v)", i, err, ctx.Err())
+						return
+					}
+					continue
+				case err != nil:
+					t.Errorf("contender %d: %v", i, err)
+					return
+				}
+				turn++
+				n := live.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				mu.Lock()
+				dup := tokens[p.Token]
+				tokens[p.Token] = true
+				mu.Unlock()
+				info, ierr := b.InspectPermits(ctx, "sem")
+				switch {
+				case n > limit:
+					t.Errorf("%d live permits counted by their holders; limit %d", n, limit)
+				case dup:
+					t.Errorf("token %d granted twice", p.Token)
+				case ierr != nil:
+					t.Errorf("inspect: %v", ierr)
+				case len(info.Holders) > limit:
+					t.Errorf("the server reports %d live permits; limit %d", len(info.Holders), limit)
+				}
+				live.Add(-1)
+				if err := b.ReleasePermit(ctx, "sem", owner); err != nil {
+					t.Errorf("contender %d release: %v", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, contenders*turns, len(tokens), "permits granted")
+	require.Positive(t, refusals.Load(), "refusals: the contenders never contended")
+	t.Logf("%d grants, %d refusals, at most %d live at once", len(tokens), refusals.Load(), most.Load())
+	info, err := b.InspectPermits(context.Background(), "sem")
+	require.NoError(t, err)
+	require.Empty(t, info.Holders)
+	require.Zero(t, info.Waiting)
+}
+
+// A wake-up sent after AcquirePermit returned and before AwaitPermit is
+// called is not lost: the waiter's mailbox exists from the acquire on, so
+// the later wait returns at once instead of at its maximum.
+func TestPermitWakeBeforeAwaitIsKept(t *testing.T) {
+	ctx := testCtx(t)
+	b := permitBackend(t)
+	h, w := newOwner(t), newOwner(t)
+	// Listen first (a first wait returns once LISTEN took effect).
+	_, err := b.AcquirePermit(ctx, "s", h, semReq(1))
+	require.NoError(t, err)
+	_, err = b.AcquirePermit(ctx, "s", w, inLine(semReq(1), 10*time.Second))
+	require.ErrorIs(t, err, lock.ErrHeld)
+	require.NoError(t, b.AwaitPermit(ctx, "s", w, 0))
+	require.NotEqual(t, "", b.WakeChannel())
+
+	require.NoError(t, b.ReleasePermit(ctx, "s", h)) // the wake-up, before the wait
+	start := time.Now()
+	require.NoError(t, b.AwaitPermit(ctx, "s", w, 30*time.Second))
+	require.Less(t, time.Since(start), 15*time.Second, "the wake-up sent before the wait was lost")
+	_, err = b.AcquirePermit(ctx, "s", w, inLine(semReq(1), 10*time.Second))
+	require.NoError(t, err)
+}
+
+// Every call honours its context: a context that has ended sends nothing
+// and changes nothing, and AwaitPermit returns ctx's error when ctx ends
+// while it waits.
+func TestPermitHonoursContext(t *testing.T) {
+	ctx := testCtx(t)
+	b := permitBackend(t)
+	a, c := newOwner(t), newOwner(t)
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err := b.AcquirePermit(done, "s", a, semReq(1))
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, b.ExtendPermit(done, "s", a, time.Minute), context.Canceled)
+	require.ErrorIs(t, b.ReleasePermit(done, "s", a), context.Canceled)
+	require.ErrorIs(t, b.LeavePermitLine(done, "s", a), context.Canceled)
+	_, err = b.InspectPermits(done, "s")
+	require.ErrorIs(t, err, context.Canceled)
+	info, err := b.InspectPermits(ctx, "s")
+	require.NoError(t, err)
+	require.Empty(t, info.Holders, "an acquire with an ended context took a permit")
+
+	_, err = b.AcquirePermit(ctx, "s", a, semReq(1))
+	require.NoError(t, err)
+	_, err = b.AcquirePermit(ctx, "s", c, inLine(semReq(1), 10*time.Second))
+	require.ErrorIs(t, err, lock.ErrHeld)
+	require.NoError(t, b.AwaitPermit(ctx, "s", c, 0)) // opens the listening connection
+	wctx, wcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer wcancel()
+	start := time.Now()
+	err = b.AwaitPermit(wctx, "s", c, 30*time.Second)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 10*time.Second)
+}
