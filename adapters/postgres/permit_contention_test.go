@@ -8,7 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencekit/fencekit/adapters/postgres"
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
 )
@@ -17,15 +22,38 @@ import (
 // place) and half waiting in line (woken by the releases): never more than
 // 3 live permits, as counted by the contenders while they hold one and as
 // the server reports it; every token is minted once; and everyone gets its
-// turns.
+// turns. With each of pgx's query modes: the two statements of a batch are
+// one implicit transaction in every one (a single Sync, or a single
+// multi-statement query), so the state row's lock holds until the work
+// is done.
 func TestPermitSemaphoreNeverOverLimit(t *testing.T) {
+	modes := map[string]pgx.QueryExecMode{
+		"CacheStatement": pgx.QueryExecModeCacheStatement,
+		"CacheDescribe":  pgx.QueryExecModeCacheDescribe,
+		"DescribeExec":   pgx.QueryExecModeDescribeExec,
+		"Exec":           pgx.QueryExecModeExec,
+		"SimpleProtocol": pgx.QueryExecModeSimpleProtocol,
+	}
+	for name, mode := range modes {
+		t.Run(name, func(t *testing.T) {
+			ctx := testCtx(t)
+			cfg := migrated(t, testkit.Postgres(t)).Config()
+			cfg.ConnConfig.DefaultQueryExecMode = mode
+			pool, err := pgxpool.NewWithConfig(ctx, cfg)
+			require.NoError(t, err)
+			defer pool.Close()
+			contend(t, postgres.NewBackend(pool, nil))
+		})
+	}
+}
+
+func contend(t *testing.T, b *postgres.Backend) {
 	const (
 		contenders = 16
 		limit      = 3
 		turns      = 4
 	)
 	ctx := testCtx(t)
-	b := permitBackend(t)
 	var (
 		live, most, refusals atomic.Int64
 		mu                   sync.Mutex
