@@ -188,3 +188,78 @@ func TestPermitHonoursContext(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Less(t, time.Since(start), 10*time.Second)
 }
+
+// Readers and writers contending for one read-write lock, all waiting in
+// line: a writer is never live beside another permit, as counted by the
+// holders themselves; every contender gets its turns.
+func TestPermitReadWriteExclusionUnderContention(t *testing.T) {
+	const (
+		contenders = 12
+		turns      = 4
+	)
+	ctx := testCtx(t)
+	b := permitBackend(t)
+	var (
+		readers, writers atomic.Int64
+		sawShared        atomic.Bool
+		wg               sync.WaitGroup
+	)
+	for i := range contenders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner, err := lock.NewOwner()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			req := inLine(readReq, 3*time.Second)
+			req.TTL = 30 * time.Second
+			if i%3 == 0 {
+				req.Kind = lock.WritePermit
+			}
+			for turn := 0; turn < turns; {
+				_, err := b.AcquirePermit(ctx, "rw", owner, req)
+				if errors.Is(err, lock.ErrHeld) {
+					if err := b.AwaitPermit(ctx, "rw", owner, req.Place/3); err != nil {
+						t.Errorf("contender %d waiting: %v", i, err)
+						return
+					}
+					continue
+				}
+				if err != nil {
+					t.Errorf("contender %d: %v", i, err)
+					return
+				}
+				turn++
+				if req.Kind == lock.WritePermit {
+					if w := writers.Add(1); w > 1 || readers.Load() > 0 {
+						t.Errorf("a writer beside %d writers and %d readers", w-1, readers.Load())
+					}
+					writers.Add(-1)
+				} else {
+					if r := readers.Add(1); r > 1 {
+						sawShared.Store(true)
+					}
+					if writers.Load() > 0 {
+						t.Error("a reader beside a writer")
+					}
+					if _, err := b.InspectPermits(ctx, "rw"); err != nil { // hold a moment, on the server
+						t.Error(err)
+					}
+					readers.Add(-1)
+				}
+				if err := b.ReleasePermit(ctx, "rw", owner); err != nil {
+					t.Errorf("contender %d release: %v", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("readers shared the lock: %v", sawShared.Load())
+	info, err := b.InspectPermits(ctx, "rw")
+	require.NoError(t, err)
+	require.Empty(t, info.Holders)
+	require.Zero(t, info.Waiting)
+}
