@@ -91,7 +91,10 @@ type permitSQL struct {
 	// lockNew creates the state row of $1 when it has none, and locks it
 	// either way: ON CONFLICT DO UPDATE locks the row it conflicts with
 	// even when its WHERE (false here) lets nothing be updated, so no new
-	// row version is written.
+	// row version is written. A new row starts from the floor row (name
+	// '', which no permit name can be), written only by the after-restore
+	// statement of docs/postgres.md, so that names new since a backup also
+	// mint tokens above every token issued before the restore.
 	lockNew string
 	// lockShared and lockOwn lock an existing state row of $1, shared (for
 	// Extend, which changes only its own permit) or exclusive (for Release
@@ -133,7 +136,9 @@ func buildPermitSQL(t permitTables) permitSQL {
     END`, t.state)
 	now := `now AS MATERIALIZED (SELECT clock_timestamp() AS t)`
 	var s permitSQL
-	s.lockNew = fmt.Sprintf(`INSERT INTO %s AS s (name, kind, lim) VALUES ($1, 0, 0)
+	s.lockNew = fmt.Sprintf(`INSERT INTO %[1]s AS s (name, kind, lim, token, last_writer)
+SELECT $1, 0, 0, coalesce(f.token, 0), coalesce(f.last_writer, 0)
+FROM (SELECT 1) one LEFT JOIN %[1]s f ON f.name = ''
 ON CONFLICT (name) DO UPDATE SET kind = s.kind WHERE false`, t.state)
 	s.lockShared = fmt.Sprintf(`SELECT 1 FROM %s WHERE name = $1 FOR SHARE`, t.state)
 	s.lockOwn = fmt.Sprintf(`SELECT 1 FROM %s WHERE name = $1 FOR UPDATE`, t.state)

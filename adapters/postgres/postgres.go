@@ -45,7 +45,11 @@
 // (Backend.AcquireOrEnqueue, a lock.QueueBackend): while someone waits, the
 // Backend keeps one connection out of the pool that LISTENs for the
 // wake-ups Release sends with NOTIFY. Backend.Sweep, a maintenance call, is
-// a short transaction per batch of rows.
+// a short transaction per batch of rows. The semaphores and read-write
+// locks (Backend.AcquirePermit, a lock.PermitBackend) send a batch of two
+// statements per call, one round trip, run as one implicit transaction: the
+// first locks the name's row, so that the second decides on what the
+// previous holder of that lock committed.
 package postgres
 
 import (
