@@ -150,10 +150,12 @@ func (b *Backend) ReleasePermit(ctx context.Context, name, owner string) error {
 
 // AwaitPermit waits until owner is woken for name (a ReleasePermit or
 // LeavePermitLine that lets it in, notified on WakeChannel), max has
-// passed, or ctx ends (then its error matches ctx.Err()). As AwaitTurn, the
-// first wait through this Backend opens the listening connection and
-// returns as soon as LISTEN took effect, so that the caller asks again and
-// misses no wake-up sent before.
+// passed, or ctx ends (then its error matches ctx.Err()). The first wait
+// through this Backend opens the listening connection; once LISTEN has
+// taken effect, one statement asks whether owner's place is let in already
+// (a wake-up sent before LISTEN is lost): then it returns at once, so that
+// the caller asks again, and otherwise it waits, since any later change
+// notifies it.
 func (b *Backend) AwaitPermit(ctx context.Context, name, owner string, max time.Duration) error {
 	if err := lock.ValidateName(name, owner); err != nil {
 		return err
@@ -164,7 +166,11 @@ func (b *Backend) AwaitPermit(ctx context.Context, name, owner string, max time.
 	if b.permitErr != nil {
 		return b.permitErr
 	}
-	return b.waker.await(ctx, permitBox(name, owner), max)
+	return b.waker.await(ctx, permitBox(name, owner), max, func(ctx context.Context) (bool, error) {
+		var missed bool
+		err := b.db.QueryRow(ctx, b.permits.missed, name, owner).Scan(&missed)
+		return missed, err
+	})
 }
 
 // LeavePermitLine deletes owner's place in name's line, notifying the

@@ -156,6 +156,34 @@ func TestPermitWakeBeforeAwaitIsKept(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// The first AwaitPermit of a Backend opens its listening connection, so a
+// release before it was notified to nobody: the wait finds the place let
+// in and returns at once. A place not let in waits instead (to the
+// context's end here), though the connection was only just opened.
+func TestPermitFirstAwaitAfterListen(t *testing.T) {
+	ctx := testCtx(t)
+	b := permitBackend(t)
+	h, w := newOwner(t), newOwner(t)
+	_, err := b.AcquirePermit(ctx, "s", h, semReq(1))
+	require.NoError(t, err)
+	_, err = b.AcquirePermit(ctx, "s", w, inLine(semReq(1), 10*time.Second))
+	require.ErrorIs(t, err, lock.ErrHeld)
+	require.NoError(t, b.ReleasePermit(ctx, "s", h)) // nobody listens yet
+	start := time.Now()
+	require.NoError(t, b.AwaitPermit(ctx, "s", w, 30*time.Second))
+	require.Less(t, time.Since(start), 15*time.Second, "the release before LISTEN was missed")
+
+	b2 := permitBackend(t)
+	_, err = b2.AcquirePermit(ctx, "s", h, semReq(1))
+	require.NoError(t, err)
+	_, err = b2.AcquirePermit(ctx, "s", w, inLine(semReq(1), 10*time.Second))
+	require.ErrorIs(t, err, lock.ErrHeld)
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, b2.AwaitPermit(wctx, "s", w, 30*time.Second), context.DeadlineExceeded,
+		"a first wait whose place is not let in")
+}
+
 // Every call honours its context: a context that has ended sends nothing
 // and changes nothing, and AwaitPermit returns ctx's error when ctx ends
 // while it waits.

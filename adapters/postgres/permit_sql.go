@@ -109,31 +109,37 @@ type permitSQL struct {
 	release, leave string
 	// inspect reads $1's shape, live permits, live places and last writer.
 	inspect string
+	// missed tells a waiter that has just started listening whether it
+	// may have missed its wake-up (see AwaitPermit).
+	missed string
 }
 
 // buildPermitSQL writes the statements on t. Parameters are always
 // parameters: only the sanitized table names are spliced in.
 func buildPermitSQL(t permitTables) permitSQL {
-	// The live places of $1 but $2's (which the caller is giving up), in
-	// the order they arrived, with what a place needs to know to be let
-	// in: i, how many live places are ahead of it, and how many of those
-	// are writers.
-	line := fmt.Sprintf(`SELECT owner, kind, channel,
+	// The live places of $1 (but $2's with filter "AND owner <> $2", when
+	// the caller gives it up), in the order they arrived, with what a place
+	// needs to know to be let in: i, how many live places are ahead of it,
+	// and how many of those are writers.
+	line := func(filter string) string {
+		return fmt.Sprintf(`SELECT owner, kind, channel,
         row_number() OVER w - 1 AS i,
         count(*) FILTER (WHERE kind = 3) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS writers_ahead
-    FROM %s WHERE name = $1 AND owner <> $2 AND expires_at > (SELECT t FROM now)
-    WINDOW w AS (ORDER BY seq)`, t.places)
-	// The notifications to every place that would be admitted now, given
-	// h (the live permits that stay) and p (line): the rules of
-	// AcquirePermit applied to each place. $1 is the name; the payload is
-	// the waiter's mailbox (see permitBox).
-	wake := fmt.Sprintf(`SELECT pg_notify(p.channel, 'p' || length(p.owner)::text || ':' || p.owner || $1::text)
-    FROM p, %s s
-    WHERE s.name = $1 AND p.channel IS NOT NULL AND CASE
+    FROM %s WHERE name = $1 %s AND expires_at > (SELECT t FROM now)
+    WINDOW w AS (ORDER BY seq)`, t.places, filter)
+	}
+	// Whether place p (a row of line) would be admitted now, given h (the
+	// live permits) and s (the state row): the rules of AcquirePermit.
+	letIn := `CASE
         WHEN s.kind = 1 THEN (SELECT count(*) FROM h) + p.i < s.lim
         WHEN p.kind = 3 THEN p.i = 0 AND NOT EXISTS (SELECT 1 FROM h)
         ELSE p.writers_ahead = 0 AND NOT EXISTS (SELECT 1 FROM h WHERE kind = 3)
-    END`, t.state)
+    END`
+	// The notifications to every place in p that is let in. $1 is the
+	// name; the payload is the waiter's mailbox (see permitBox).
+	wake := fmt.Sprintf(`SELECT pg_notify(p.channel, 'p' || length(p.owner)::text || ':' || p.owner || $1::text)
+    FROM p, %s s
+    WHERE s.name = $1 AND p.channel IS NOT NULL AND %s`, t.state, letIn)
 	now := `now AS MATERIALIZED (SELECT clock_timestamp() AS t)`
 	var s permitSQL
 	s.lockNew = fmt.Sprintf(`INSERT INTO %[1]s AS s (name, kind, lim, token, last_writer)
@@ -216,12 +222,20 @@ gone AS MATERIALIZED (DELETE FROM %[2]s WHERE name = $1 AND owner = $2 AND expir
 h AS MATERIALIZED (SELECT kind FROM %[2]s WHERE name = $1 AND owner <> $2 AND expires_at > (SELECT t FROM now)),
 p AS MATERIALIZED (%[3]s)
 SELECT (SELECT count(*) FROM gone),
-    (SELECT count(*) FROM (%[4]s AND EXISTS (SELECT 1 FROM gone)) n)`, now, t.holders, line, wake)
+    (SELECT count(*) FROM (%[4]s AND EXISTS (SELECT 1 FROM gone)) n)`, now, t.holders, line("AND owner <> $2"), wake)
 	s.leave = fmt.Sprintf(`WITH %[1]s,
 gone AS MATERIALIZED (DELETE FROM %[5]s WHERE name = $1 AND owner = $2 RETURNING 1),
 h AS MATERIALIZED (SELECT kind FROM %[2]s WHERE name = $1 AND expires_at > (SELECT t FROM now)),
 p AS MATERIALIZED (%[3]s)
-SELECT count(*) FROM (%[4]s AND EXISTS (SELECT 1 FROM gone)) n`, now, t.holders, line, wake, t.places)
+SELECT count(*) FROM (%[4]s AND EXISTS (SELECT 1 FROM gone)) n`, now, t.holders, line("AND owner <> $2"), wake, t.places)
+
+	// Whether $2 may have missed a wake-up for $1: it has no live place
+	// (nothing to wait for), or its place is let in now.
+	s.missed = fmt.Sprintf(`WITH %[1]s,
+h AS MATERIALIZED (SELECT kind FROM %[2]s WHERE name = $1 AND expires_at > (SELECT t FROM now)),
+p AS MATERIALIZED (%[3]s)
+SELECT NOT EXISTS (SELECT 1 FROM p WHERE owner = $2)
+    OR EXISTS (SELECT 1 FROM p, %[4]s s WHERE p.owner = $2 AND s.name = $1 AND %[5]s)`, now, t.holders, line(""), t.state, letIn)
 
 	s.inspect = fmt.Sprintf(`WITH %[4]s,
 h AS (SELECT owner, kind, token, floor(extract(epoch FROM expires_at - (SELECT t FROM now)) * 1000000)::bigint AS micros
