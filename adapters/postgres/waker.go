@@ -106,6 +106,8 @@ func (w *waker) await(ctx context.Context, box string, max time.Duration, rechec
 // taken effect, and a wake-up sent before may have been missed.
 var errListened = errors.New("postgres: listening from now on")
 
+// awaitOnce waits for a wake-up in box, at most max, or opens the
+// listening connection and returns errListened without waiting.
 func (w *waker) awaitOnce(ctx context.Context, box string, max time.Duration) error {
 	w.mu.Lock()
 	ch, listening := w.boxes[box], w.listening
