@@ -132,20 +132,35 @@ func permitTokens(grants []grant) (shared, regressions int, first string) {
 }
 
 // priorsForgotten counts grants whose PriorWriter is not below their own
-// token, or is below the token of a write permit granted (and returned)
-// before the grant's window began: the newest writer before a permit must
-// be at least every writer known to precede it.
+// token, or is below the token of a write permit granted (and returned) to
+// another owner before the grant's window began: the newest writer before
+// a permit must be at least every writer known to precede it. (An owner's
+// retried acquire gets its own permit back, with the same PriorWriter.)
 func priorsForgotten(grants []grant) (n int, first string) {
 	writes := slices.DeleteFunc(slices.Clone(grants), func(g grant) bool { return g.Kind != lock.WritePermit })
 	slices.SortFunc(writes, func(a, b grant) int { return cmp64(a.Return, b.Return) })
 	byCall := slices.Clone(grants)
 	slices.SortFunc(byCall, func(a, b grant) int { return cmp64(a.Call, b.Call) })
+	// The two newest writers of distinct owners returned so far: the
+	// newest of another owner than g's is one of them.
+	var top, second grant
 	j := 0
-	var newest int64
 	for _, g := range byCall {
 		for j < len(writes) && writes[j].Return < g.Call {
-			newest = max(newest, writes[j].Token)
+			w := writes[j]
+			switch {
+			case w.Owner == top.Owner:
+				top.Token = max(top.Token, w.Token)
+			case w.Token > top.Token:
+				top, second = w, top
+			case w.Token > second.Token:
+				second = w
+			}
 			j++
+		}
+		newest := top.Token
+		if top.Owner == g.Owner {
+			newest = second.Token
 		}
 		if g.Prior >= g.Token || g.Prior < newest {
 			if n == 0 {

@@ -252,6 +252,7 @@ func TestPermitTokenChecks(t *testing.T) {
 		g("b", lock.ReadPermit, 3, 1, 50, 60), // b's retry gets its token back
 		g("d", lock.WritePermit, 4, 1, 70, 80),
 		g("e", lock.ReadPermit, 5, 4, 90, 100),
+		g("d", lock.WritePermit, 4, 1, 95, 105), // d's retry: its own permit, its own prior
 	}
 	if shared, reg, ex := permitTokens(good); shared != 0 || reg != 0 {
 		t.Fatalf("good tokens: %d shared, %d regressions (%s)", shared, reg, ex)
