@@ -84,8 +84,10 @@ func TestChaosPermits(t *testing.T) {
 							// The whole TTL, not TestChaos's half: a permit
 							// whose grant took longer than its TTL (a loaded
 							// server) is never certainly live, and checks
-							// nothing of its shape.
-							Workers: 6, Keys: 3, Duration: chaosSeconds, TTL: r.ttl,
+							// nothing of its shape. Two keys and more pauses
+							// than TestChaos: a slow server's few permits
+							// must still meet paused holders.
+							Workers: 6, Keys: 2, Duration: chaosSeconds, TTL: r.ttl, PauseChance: 0.3,
 							Network: r.chaos, FaultEvery: 300 * time.Millisecond,
 						},
 						Shape: shape, Permits: 2,
