@@ -40,6 +40,14 @@ type PermitConfig struct {
 	// InspectEvery is how often a sampler asks the backend for the live
 	// permits of every name (InspectPermits); default TTL/3.
 	InspectEvery time.Duration
+	// ServerForgets says that the permit server may lose every permit and
+	// its last writer (killed and restarted without persistence). A
+	// holder's permit may then be granted again while the holder's lease
+	// has time left, and a grant's PriorWriter may miss the writers before
+	// the restart: the checks that rely on the server remembering
+	// (exclusion, samples, live reads, prior writers) are then figures,
+	// not violations. The counter checks and the token checks still hold.
+	ServerForgets bool
 }
 
 func (pc *PermitConfig) setDefaults() error {

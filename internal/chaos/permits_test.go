@@ -270,3 +270,26 @@ func TestPermitTokenChecks(t *testing.T) {
 		t.Fatalf("a prior below the last writer, and one at its own token: %d, want 2", n)
 	}
 }
+
+// A server that may forget its permits (killed, restarted empty) makes the
+// shape's checks figures: a broken-looking history is then no violation,
+// but the counter checks still are.
+func TestPermitReportWhenTheServerForgets(t *testing.T) {
+	rep := &PermitReport{Report: &Report{Register: Verdict{Result: porcupine.Ok}, Tokens: Verdict{Result: porcupine.Ok}}, Shape: ShapeRW, Exclusions: 2, ReadsAbove: 1, PriorForgotten: 1, InspectViolations: 1}
+	if len(rep.Violations()) != 4 {
+		t.Fatalf("violations %v, want 4", rep.Violations())
+	}
+	rep.ServerForgets = true
+	if !rep.OK() {
+		t.Fatalf("violations %v, want none when the server forgets", rep.Violations())
+	}
+	var out bytes.Buffer
+	rep.Print(&out)
+	if !strings.Contains(out.String(), "permits live beside forbidden ones *") || !strings.Contains(out.String(), "lost increments (must be 0)") {
+		t.Fatalf("report:\n%s", out.String())
+	}
+	rep.Lost, rep.TokensShared = 1, 1
+	if len(rep.Violations()) != 2 {
+		t.Fatalf("violations %v, want the lost increment and the shared token", rep.Violations())
+	}
+}

@@ -45,7 +45,8 @@ With -shape rw or -shape semaphore, the workers take read-write or semaphore
 permits instead of the lock (on a backend that has them, lock.PermitBackend):
 writers increment under their permit's token, readers (rw) read under a read
 permit, and the run also checks the shape: no permits certainly live beside
-permits the shape forbids, no live read above its PriorWriter, rising tokens.
+permits the shape forbids, no live read above its PriorWriter, rising tokens
+(with -kill-server-every those are figures: a restart may forget permits).
 
 `
 
@@ -144,7 +145,7 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 	} else {
 		close(killsDone)
 	}
-	rep, err := runShape(ctx, *shape, *permits, chaos.Config{
+	rep, err := runShape(ctx, *shape, *permits, killed != nil, chaos.Config{
 		Name:        name,
 		Backend:     backend,
 		Store:       store,
