@@ -10,7 +10,6 @@ import (
 	"github.com/fencekit/fencekit/lock"
 )
 
-
 func init() {
 	RegisterBackend("memory-lock-only", func(context.Context) (lock.Backend, fence.Store, func(), error) {
 		return lockOnly{memory.NewBackend()}, memory.NewStore(), func() {}, nil
