@@ -598,3 +598,28 @@ func TestPermitManyNames(t *testing.T) {
 		}
 	})
 }
+
+// A lease table whose name leaves no room for the permit tables' suffixes
+// still migrates and locks as before; the permit calls refuse with
+// ErrInvalid, sending nothing.
+func TestPermitTablesNameTooLong(t *testing.T) {
+	for _, s := range permitServers(t)[:2] {
+		t.Run(s.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			db := s.open(t, nil)
+			ns := testkit.Namespace(t) // 15 characters
+			long := ns + strings.Repeat("l", 55-len(ns))
+			opts := &sqldb.Options{StoreTable: sqldb.Identifier{ns + "_store"}, LeaseTable: sqldb.Identifier{long}}
+			require.NoError(t, sqldb.Migrate(ctx, db, s.d, opts))
+			b := sqldb.NewBackend(db, s.d, opts)
+			o := testkit.Owner(t)
+			_, err := b.Acquire(ctx, "l", o, time.Minute)
+			require.NoError(t, err)
+			_, err = b.AcquirePermit(ctx, "l", o, sem(1, time.Minute))
+			require.ErrorIs(t, err, fence.ErrInvalid)
+			require.ErrorContains(t, err, "permit table")
+			_, err = b.InspectPermits(ctx, "l")
+			require.ErrorIs(t, err, fence.ErrInvalid)
+		})
+	}
+}
