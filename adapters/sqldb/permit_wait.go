@@ -105,7 +105,7 @@ func (w *permitWaiters) wake(name string) {
 // AcquirePermit's rules, QueuePoll after the wait began, then a quarter
 // later each time, up to MaxQueuePoll. So across processes the wake-up
 // latency is at most MaxQueuePoll (20 ms) plus one statement, once a wait
-// has lasted some 150 ms, and each waiter costs at most one statement per
+// has lasted about 100 ms, and each waiter costs at most one statement per
 // MaxQueuePoll. A failed re-check ends the wait early, so that the
 // caller's next AcquirePermit reports the failure.
 func (b *Backend) AwaitPermit(ctx context.Context, name, owner string, max time.Duration) error {
