@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/internal/wake"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -52,7 +53,7 @@ func (b *Backend) AcquirePermit(ctx context.Context, name, owner string, req loc
 			// The server undid the transaction: run it again, after a
 			// pause of up to a millisecond per attempt, so that the
 			// transactions that collided do not collide again.
-			time.Sleep(rand.N(time.Duration(attempt) * time.Millisecond))
+			_ = wake.Wait(ctx, nil, rand.N(time.Duration(attempt)*time.Millisecond))
 			continue
 		case err != nil:
 			return lock.Permit{}, classify(ctx, b.d, b.pm.names, fixMigrate, where, err)

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -637,6 +638,85 @@ func TestPermitTablesNameTooLong(t *testing.T) {
 			require.ErrorContains(t, err, "permit table")
 			_, err = b.InspectPermits(ctx, "l")
 			require.ErrorIs(t, err, fence.ErrInvalid)
+		})
+	}
+}
+
+// lock.Client's semaphores and read-write locks over two Backends on the
+// same tables (two processes, as far as wake-ups go: a release through one
+// reaches the other's waiters only by re-checking): every worker is served,
+// never more than the limit hold a permit at once, and a writer holds
+// alone.
+func TestPermitClientsAcrossBackends(t *testing.T) {
+	for _, s := range permitServers(t)[:2] {
+		t.Run(s.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			db := s.open(t, nil)
+			db.SetMaxOpenConns(16)
+			opts := tables(t, db, s.d)
+			clients := []*lock.Client{
+				lock.New(sqldb.NewBackend(db, s.d, opts), &lock.Options{Queue: lock.QueueOptions{PlaceTTL: 3 * time.Second}}),
+				lock.New(sqldb.NewBackend(db, s.d, opts), &lock.Options{Queue: lock.QueueOptions{PlaceTTL: 3 * time.Second}}),
+			}
+			const workers, runs, limit = 6, 3, 2
+			var (
+				wg                    sync.WaitGroup
+				inSem, maxSem, served atomic.Int64
+				readers, writers      atomic.Int64
+				bad                   atomic.Int64
+				errs                  = make(chan error, 2*workers*runs)
+			)
+			for i := range workers {
+				c := clients[i%2]
+				wg.Go(func() {
+					for range runs {
+						err := c.Semaphore("jobs", limit).Do(ctx, 10*time.Second, func(context.Context, *lock.Lease) error {
+							n := inSem.Add(1)
+							for m := maxSem.Load(); n > m && !maxSem.CompareAndSwap(m, n); m = maxSem.Load() {
+							}
+							time.Sleep(5 * time.Millisecond) // work
+							inSem.Add(-1)
+							served.Add(1)
+							return nil
+						})
+						if err != nil {
+							errs <- err
+						}
+						rw := c.RWLock("doc")
+						if i%3 == 0 {
+							err = rw.DoWrite(ctx, 10*time.Second, func(context.Context, *lock.Lease) error {
+								if writers.Add(1) != 1 || readers.Load() != 0 {
+									bad.Add(1)
+								}
+								time.Sleep(5 * time.Millisecond) // work
+								writers.Add(-1)
+								return nil
+							})
+						} else {
+							err = rw.DoRead(ctx, 10*time.Second, func(context.Context, *lock.Lease) error {
+								readers.Add(1)
+								if writers.Load() != 0 {
+									bad.Add(1)
+								}
+								time.Sleep(5 * time.Millisecond) // work
+								readers.Add(-1)
+								return nil
+							})
+						}
+						if err != nil {
+							errs <- err
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			require.Equal(t, int64(workers*runs), served.Load())
+			require.True(t, maxSem.Load() <= limit, "%d permits held at once; limit %d", maxSem.Load(), limit)
+			require.Equal(t, int64(0), bad.Load(), "a writer beside another holder")
 		})
 	}
 }
