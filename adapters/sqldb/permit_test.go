@@ -720,3 +720,38 @@ func TestPermitClientsAcrossBackends(t *testing.T) {
 		})
 	}
 }
+
+// Permit expiry is the server's UTC clock on MySQL: sessions in time zones
+// 16 hours apart agree on a permit's remaining TTL and on when it expires.
+func TestPermitDatabaseClockMySQL(t *testing.T) {
+	ctx := testCtx(t)
+	cfg := testkit.MySQLConfig(t)
+	east, west := cfg.Clone(), cfg.Clone()
+	east.Params = map[string]string{"time_zone": "'+09:00'"}
+	west.Params = map[string]string{"time_zone": "'-07:00'"}
+	dbE, dbW := testkit.OpenMySQL(t, east), testkit.OpenMySQL(t, west)
+	opts := tables(t, dbE, sqldb.MySQL)
+	bE, bW := sqldb.NewBackend(dbE, sqldb.MySQL, opts), sqldb.NewBackend(dbW, sqldb.MySQL, opts)
+	a, c := testkit.Owner(t), testkit.Owner(t)
+	p, err := bE.AcquirePermit(ctx, "tz", a, sem(1, time.Minute))
+	require.NoError(t, err)
+	info, err := bW.InspectPermits(ctx, "tz")
+	require.NoError(t, err)
+	require.Equal(t, 1, len(info.Holders))
+	require.True(t, info.Holders[0].TTL > 50*time.Second && info.Holders[0].TTL <= time.Minute, "TTL %v from another time zone", info.Holders[0].TTL)
+	_, err = bW.AcquirePermit(ctx, "tz", c, sem(1, time.Minute))
+	var held *lock.HeldError
+	require.ErrorAs(t, err, &held)
+	require.True(t, held.TTL > 50*time.Second, "held TTL %v", held.TTL)
+	require.NoError(t, bE.ExtendPermit(ctx, "tz", a, 50*time.Millisecond))
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		p2, err := bW.AcquirePermit(ctx, "tz", c, sem(1, time.Minute))
+		if err == nil {
+			require.Equal(t, p.Token+1, p2.Token)
+			break
+		}
+		require.ErrorIs(t, err, lock.ErrHeld)
+		require.True(t, time.Now().Before(deadline), "a 50ms permit still held after 10s")
+		time.Sleep(10 * time.Millisecond) // poll interval
+	}
+}
