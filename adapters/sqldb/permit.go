@@ -45,6 +45,13 @@ func (b *Backend) AcquirePermit(ctx context.Context, name, owner string, req loc
 	if err := b.permitReady(ctx); err != nil {
 		return lock.Permit{}, err
 	}
+	if req.Place > 0 {
+		// Before the transaction: a release through this Backend that
+		// comes after it commits, even before this call returns, leaves a
+		// wake-up for AwaitPermit. A wake-up that lands first only ends a
+		// wait early.
+		b.pw.register(name, owner, req.Place)
+	}
 	where := fmt.Sprintf("acquire permit %q", name)
 	for attempt := 1; ; attempt++ {
 		plan, err := b.acquirePermitOnce(ctx, name, owner, req)
@@ -60,9 +67,6 @@ func (b *Backend) AcquirePermit(ctx context.Context, name, owner string, req loc
 		case plan.admitted():
 			b.pw.forget(name, owner)
 			return plan.permit, nil
-		case plan.write:
-			// A place kept: a wake-up from now on is kept for AwaitPermit.
-			b.pw.register(name, owner, req.Place)
 		}
 		return lock.Permit{}, plan.err
 	}

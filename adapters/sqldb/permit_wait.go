@@ -12,8 +12,8 @@ import (
 // permitWaiters are the owners in a permit name's line through one
 // Backend, each with a mailbox, so that a ReleasePermit or LeavePermitLine
 // through the same Backend wakes them at once. A waiter is registered by
-// the AcquirePermit that keeps its place, before that call returns, so
-// that a wake-up sent after it returned is kept for AwaitPermit; it is
+// an AcquirePermit that asks for a place, before its transaction, so that
+// a wake-up sent after it committed is kept for AwaitPermit; it is
 // forgotten when it is admitted or leaves the line, or when it has not
 // renewed its place for longer than twice its place TTL (it gave up
 // without a word).
