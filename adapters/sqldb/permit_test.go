@@ -569,8 +569,8 @@ func countingDial(mu *sync.Mutex, trips *int) func(ctx context.Context, network,
 
 // Acquires of many names at once, new and old, several per name: each
 // name's limit holds, and nothing but ErrHeld comes back (on MariaDB the
-// gap locks of two new names' transactions may deadlock; such a conflict
-// is run again inside AcquirePermit).
+// gap locks of two names' transactions could meet in the owners table;
+// AcquirePermit runs a conflict again).
 func TestPermitManyNames(t *testing.T) {
 	eachPermitServer(t, func(t *testing.T, _ server, db *sql.DB, _ *sqldb.Options, b *sqldb.Backend) {
 		db.SetMaxOpenConns(20)
