@@ -79,8 +79,8 @@ import (
 //     honours its context, and failures a retry may cure are Retryable, as
 //     for Backend.
 //
-// Types that satisfy PermitBackend in this module: *memory.Backend and
-// *sqldb.Backend.
+// Types that satisfy PermitBackend in this module: *memory.Backend,
+// *redis.Backend, *postgres.Backend and *sqldb.Backend.
 type PermitBackend interface {
 	// AcquirePermit takes a permit on name for owner, or keeps owner's
 	// place in line when req.Place > 0.
