@@ -80,7 +80,7 @@ import (
 //     for Backend.
 //
 // Types that satisfy PermitBackend in this module: *memory.Backend,
-// *redis.Backend and *postgres.Backend.
+// *redis.Backend, *postgres.Backend and *sqldb.Backend.
 type PermitBackend interface {
 	// AcquirePermit takes a permit on name for owner, or keeps owner's
 	// place in line when req.Place > 0.

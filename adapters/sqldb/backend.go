@@ -52,6 +52,8 @@ type Backend struct {
 	local                            localLines       // the waiters in line through this Backend (queue_local.go)
 	queue                            string           // the queue table, quoted, for messages
 	unqueued                         pgqueue.Unqueued // waiters polling without the queue table (queue_fallback.go)
+	pm                               permitSQL        // semaphores and read-write locks (permit.go)
+	pw                               permitWaiters    // their waiters in line through this Backend (permit_wait.go)
 }
 
 var _ lock.Backend = (*Backend)(nil)
@@ -73,7 +75,7 @@ func NewBackend(db *sql.DB, d Dialect, opts *Options) *Backend {
 	if err != nil {
 		return &Backend{err: err}
 	}
-	b := &Backend{d: d, db: db, table: table, queue: queue, q: newQueueSQL(d, table, queue)}
+	b := &Backend{d: d, db: db, table: table, queue: queue, q: newQueueSQL(d, table, queue), pm: newPermitSQL(d, opts)}
 	if d == MySQL {
 		// Free (no owner), expired, or already ours: take it. The
 		// assignments run left to right, each seeing the ones before, so

@@ -25,7 +25,10 @@
 //     releases, expiries and server restarts. It offers queued waiting
 //     (lock.QueueBackend) on a queue table next to the lease table:
 //     waiters take their turns in arrival order, re-checking since
-//     database/sql has no wake-up (see Backend.AwaitTurn).
+//     database/sql has no wake-up (see Backend.AwaitTurn). It also offers
+//     semaphores and read-write locks (lock.PermitBackend) on two permit
+//     tables of their own: each acquire is one transaction that locks the
+//     name's row first (see Backend.AcquirePermit).
 //
 // Create the tables with Migrate, or with the statements of MigrateSQL.
 //

@@ -13,9 +13,9 @@ import (
 	"github.com/fencekit/fencekit/lock/locktest"
 )
 
-// TestFaults runs both fault kits on MariaDB and PostgreSQL (pgx stdlib,
-// default options), every connection of the store or backend under test
-// made through the kit's dial function.
+// TestFaults runs both fault kits, and the permit fault checks, on MariaDB
+// and PostgreSQL (pgx stdlib, default options), every connection of the
+// store or backend under test made through the kit's dial function.
 //
 // go-sql-driver/mysql runs with interpolateParams=true here: with its
 // default (server-side prepared statements) every call is two round trips,
@@ -40,6 +40,20 @@ func TestFaults(t *testing.T) {
 				locktest.RunFaults(t, addr, func(t *testing.T, dial faultproxy.DialFunc) lock.Backend {
 					return sqldb.NewBackend(s.open(t, dial), s.d, opts)
 				})
+			})
+			// AcquirePermit's transaction sends its statements one at a
+			// time before the COMMIT that grants: on MySQL BEGIN, the
+			// insert-or-lock, the locking read, the owner row and the
+			// name's row; on PostgreSQL BEGIN, the insert-or-lock, the
+			// locking read and the one write (TestPermitRoundTrips).
+			before := 4
+			if s.d == sqldb.MySQL {
+				before = 5
+			}
+			t.Run("Permits", func(t *testing.T) {
+				locktest.RunPermitFaults(t, addr, func(t *testing.T, dial faultproxy.DialFunc) lock.Backend {
+					return sqldb.NewBackend(s.open(t, dial), s.d, opts)
+				}, before)
 			})
 		})
 	}

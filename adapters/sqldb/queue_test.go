@@ -31,9 +31,9 @@ func TestMigrateAddsQueueTable(t *testing.T) {
 			opts := &sqldb.Options{StoreTable: sqldb.Identifier{ns + "_store"}, LeaseTable: sqldb.Identifier{ns + "_leases"}}
 			stmts, err := sqldb.MigrateSQL(s.d, opts)
 			require.NoError(t, err)
-			want := 3 // store, leases, queue
+			want := 5 // store, leases, queue, two permit tables
 			if s.d == sqldb.MySQL {
-				want = 4 // and the floor row
+				want = 6 // and the floor row
 			}
 			require.Equal(t, want, len(stmts))
 			for _, st := range stmts[:2] { // the previous version's tables

@@ -60,6 +60,9 @@ func (o *Options) tables(d Dialect) (store, leases string, err error) {
 	if queue, err := d.quote(queueIdentifier(lo)); err == nil && queue == store {
 		return "", "", fence.Invalid("sqldb: StoreTable %s is the queue table of LeaseTable %s; name it otherwise", store, leases)
 	}
+	if names, owners, err := o.permitTables(d); err == nil && (names == store || owners == store) {
+		return "", "", fence.Invalid("sqldb: StoreTable %s is a permit table of LeaseTable %s; name it otherwise", store, leases)
+	}
 	return store, leases, nil
 }
 
@@ -98,8 +101,16 @@ func MigrateSQL(d Dialect, opts *Options) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The permit tables are left out when their names do not fit (a
+	// lease table name of more than 50 characters on MySQL, 49 bytes on
+	// PostgreSQL), so that a schema that migrated before them still
+	// does; the permit calls then refuse with fence.ErrInvalid.
+	var permits []string
+	if names, owners, err := opts.permitTables(d); err == nil {
+		permits = permitTablesSQL(d, names, owners)
+	}
 	if d == MySQL {
-		return []string{
+		return append([]string{
 			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n"+
 				"    `key`   VARBINARY(1024) NOT NULL PRIMARY KEY,\n"+
 				"    `value` LONGBLOB NULL,\n"+
@@ -121,9 +132,9 @@ func MigrateSQL(d Dialect, opts *Options) ([]string, error) {
 			// name. Its token 1 means a name's first token is 2.
 			fmt.Sprintf("INSERT INTO %s (`name`, `token`) VALUES ('', 1) ON DUPLICATE KEY UPDATE `token` = `token`", leases),
 			queueTableSQL(d, queue),
-		}, nil
+		}, permits...), nil
 	}
-	return []string{
+	return append([]string{
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
     key   text COLLATE "C" PRIMARY KEY,
     value bytea,
@@ -137,10 +148,13 @@ func MigrateSQL(d Dialect, opts *Options) ([]string, error) {
     metadata   text
 )`, leases),
 		queueTableSQL(d, queue),
-	}, nil
+	}, permits...), nil
 }
 
-// Migrate creates the store and lease tables if they do not exist. It is
+// Migrate creates the store and lease tables if they do not exist, with
+// the queue table of queued waiting and the two permit tables of
+// semaphores and read-write locks (Backend.AcquirePermit); on a database
+// of an earlier version it adds those that are missing. It is
 // idempotent, and safe to run from several processes at once: on MySQL
 // each CREATE TABLE IF NOT EXISTS commits on its own (no multi-statement
 // driver option is needed); on PostgreSQL they run in one transaction
