@@ -17,6 +17,7 @@ const (
 	Advance                 // Store.Advance with the lease's token
 	Get                     // Store.Get
 	Put                     // Store.Put of an incremented value
+	Release                 // one Backend.Release call (its outcome is not needed: only its call time)
 )
 
 // String names the kind of operation.
@@ -30,6 +31,8 @@ func (k Kind) String() string {
 		return "get"
 	case Put:
 		return "put"
+	case Release:
+		return "release"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -55,7 +58,7 @@ type Op struct {
 	Worker  int
 	Key     int    // index of the key, and of the lock that guards it
 	Token   int64  // the lease's token (for Acquire: the token it returned)
-	Owner   string // Acquire: the owner the attempt was made for
+	Owner   string // Acquire, Release: the owner the call was made for
 	Value   int64  // Put: the value written; Get: the value read (0 when absent)
 	ID      int64  // Put: the write's id, stored with the value; Get: the id read (0 when absent)
 	Fence   int64  // Get: the fence read
@@ -73,6 +76,8 @@ func (o Op) String() string {
 	switch o.Kind {
 	case Acquire:
 		return fmt.Sprintf("w%d acquire(lock %d, owner %.8s) -> token %d [%d, %d]", o.Worker, o.Key, o.Owner, o.Token, o.Call, o.Return)
+	case Release:
+		return fmt.Sprintf("release(lock %d, owner %.8s) [%d, %d]", o.Key, o.Owner, o.Call, o.Return)
 	case Get:
 		return fmt.Sprintf("w%d get(key %d) -> %d (id %d, fence %d) [%d, %d]", o.Worker, o.Key, o.Value, o.ID, o.Fence, o.Call, o.Return)
 	case Put:

@@ -18,12 +18,13 @@ type Report struct {
 	Elapsed  time.Duration // until the last cycle ended
 	Seed     uint64
 	Unfenced bool
+	Sets     bool // each cycle took a set of names with DoMulti
 
 	Pauses          int // workers frozen past their TTL
 	Delays          int // network delays injected
 	Cuts            int // connection cuts injected
 	Drops           int // replies dropped after the server executed the request
-	Acquisitions    int // leases acquired (lock.Client.Acquire calls that returned one)
+	Acquisitions    int // leases acquired (lock.Client.Acquire calls that returned one); with Sets, sets acquired (DoMulti calls that ran their function)
 	AcquireFailures int // Acquire calls that gave up (not counting the end of the run)
 	Overlaps        int // a worker acquired a lock while another still believed it held it
 
@@ -38,6 +39,13 @@ type Report struct {
 	Lost            int64 // increments that landed but are missing from the final counters
 	Extra           int64 // counter steps that no landed increment explains (counted apart from Lost: one of each does not cancel out)
 	Regressions     int   // acquisitions whose token was not above an earlier one's
+	DoubleHolders   int   // acquisitions that certainly held a name while another owner certainly held it too (liveHolders)
+
+	FewestPerWorker int           // leases (or sets) handed to the least served worker
+	Starved         int           // workers handed none
+	LongestStall    time.Duration // longest time in which no worker was handed any
+	StallAt         time.Duration // when that stall began, from the start of the run
+	StallLimit      time.Duration // the stall above which a set run fails (Config.StallLimit)
 
 	Register Verdict // the fenced-register model, per key
 	Tokens   Verdict // token monotonicity, per lock
@@ -64,6 +72,10 @@ func (r *Report) Violations() []string {
 	if r.Regressions > 0 {
 		v = append(v, fmt.Sprintf("%d token regressions", r.Regressions))
 	}
+	if r.DoubleHolders > 0 {
+		v = append(v, fmt.Sprintf("%d acquisitions while another owner's lease on the name was live", r.DoubleHolders))
+	}
+	v = append(v, r.progressViolations()...)
 	if r.Register.Result != porcupine.Ok {
 		v = append(v, "fenced-register check: "+r.Register.String())
 	}
@@ -79,12 +91,19 @@ func (r *Report) Print(w io.Writer) {
 	if r.Unfenced {
 		mode = "UNFENCED (lock only, plain writes)"
 	}
+	if r.Sets {
+		mode = "sets of 2-3 names with DoMulti, " + mode
+	}
 	fmt.Fprintf(w, "chaos on %s: %d workers, %d keys, TTL %v, %v (ran %v), seed %d, %s\n",
 		r.Name, r.Workers, r.Keys, r.TTL, r.Duration, r.Elapsed.Round(time.Millisecond), r.Seed, mode)
 	fmt.Fprintf(w, "faults: %d pauses past the TTL; network: %d delays, %d cuts, %d dropped replies\n",
 		r.Pauses, r.Delays, r.Cuts, r.Drops)
 	row := func(label string, v any) { fmt.Fprintf(w, "  %-34s %v\n", label, v) }
-	row("acquisitions", r.Acquisitions)
+	if r.Sets {
+		row("sets acquired", r.Acquisitions)
+	} else {
+		row("acquisitions", r.Acquisitions)
+	}
 	if r.AcquireFailures > 0 {
 		row("acquire calls that gave up", r.AcquireFailures)
 	}
@@ -103,6 +122,13 @@ func (r *Report) Print(w io.Writer) {
 		row("unexplained increments (must be 0)", r.Extra)
 	}
 	row("token regressions (must be 0)", r.Regressions)
+	row("two live holders (must be 0)", r.DoubleHolders)
+	stall := fmt.Sprintf("%v (from %v)", r.LongestStall.Round(time.Millisecond), r.StallAt.Round(time.Millisecond))
+	if r.Sets {
+		stall += fmt.Sprintf(", limit %v", r.StallLimit)
+	}
+	row("longest time with no acquisition", stall)
+	row("fewest acquisitions of a worker", r.FewestPerWorker)
 	row("fenced register, porcupine", fmt.Sprintf("%s (%d ops, %d segments)", r.Register, r.Register.Ops, r.Register.Segments))
 	row("token monotonicity, porcupine", fmt.Sprintf("%s (%d acquisitions, %d segments)", r.Tokens, r.Tokens.Ops, r.Tokens.Segments))
 	if v := r.Violations(); len(v) > 0 {
@@ -131,7 +157,7 @@ func (r *runner) check(hist []Op, final []Op) *Report {
 	r.mu.Lock()
 	rep := &Report{
 		Name: cfg.Name, Workers: cfg.Workers, Keys: cfg.Keys, TTL: cfg.TTL, Duration: cfg.Duration,
-		Seed: cfg.Seed, Unfenced: cfg.Unfenced,
+		Seed: cfg.Seed, Unfenced: cfg.Unfenced, Sets: cfg.Sets,
 		Pauses: r.pauses, Delays: r.delays, Cuts: r.cuts, Drops: r.drops,
 		Acquisitions: r.acquisitions, AcquireFailures: r.acquireFailures, Overlaps: r.overlaps,
 	}
@@ -193,6 +219,13 @@ func (r *runner) check(hist []Op, final []Op) *Report {
 		rep.StaleAccepted += n
 		if ex != "" && len(rep.Examples) < 3 {
 			rep.Examples = append(rep.Examples, "stale write accepted: "+ex)
+		}
+	}
+	for _, ops := range byKind(hist, cfg.Keys, Acquire, Release) {
+		n, ex := liveHolders(ops, cfg.TTL, cfg.ambiguity())
+		rep.DoubleHolders += n
+		if ex != "" && len(rep.Examples) < 3 {
+			rep.Examples = append(rep.Examples, "two live holders: "+ex)
 		}
 	}
 	acquires := byKind(hist, cfg.Keys, Acquire)
