@@ -23,16 +23,23 @@ func init() {
 
 const chaosUsage = `usage: fencelab chaos [-backend memory|redis|postgres] [-duration D] [-workers N]
                       [-keys K] [-ttl T] [-seed S] [-unfenced] [-polling] [-faults=false]
+                      [-sets [-stall-limit D]]
                       [-redis-url URL] [-postgres-url URL]
                       [-kill-server-every D [-kill-downtime D]]
 
 Workers increment shared counters under the lock (Advance, Get, fenced Put of
 value+1) while random pauses longer than the TTL freeze them and, for redis and
 postgres, a proxy started in this process delays, cuts and loses traffic to the
-server. The history is checked with porcupine against a fenced-register model
-and a token-monotonicity model, and counted directly. The exit code is 0 when
-nothing was violated, 1 when something was (with -unfenced, lost increments
-are expected: they show the checker can fail), 2 on a usage or setup error.
+server. With -sets each cycle takes the locks of 2 or 3 of the keys at once
+(DoMulti; -keys defaults to 4 then, so that sets overlap and come in opposite
+orders) and increments every key of the set, each write fenced by its own
+name's token. The history is checked with porcupine against a fenced-register
+model and a token-monotonicity model, and counted directly; it is also checked
+for two live holders of one name and, with -sets, for a loss of progress (a
+worker never served, or no set acquired for longer than -stall-limit). The
+exit code is 0 when nothing was violated, 1 when something was (with
+-unfenced, lost increments are expected: they show the checker can fail), 2 on
+a usage or setup error.
 
 With -kill-server-every, the run starts throwaway servers of its own (the
 URLs are not used) and kills one about that often: for redis the lock
@@ -53,7 +60,9 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 	var (
 		duration   = fs.Duration("duration", 3*time.Second, "how long workers start new cycles")
 		workers    = fs.Int("workers", 4, "concurrent workers")
-		keys       = fs.Int("keys", 3, "shared counters, each with its own lock")
+		keys       = fs.Int("keys", 0, "shared counters, each with its own lock (0: 3, or 4 with -sets)")
+		sets       = fs.Bool("sets", false, "take a set of 2-3 locks per cycle with DoMulti and increment each of its counters")
+		stallLimit = fs.Duration("stall-limit", 0, "with -sets: the longest time without any set acquired before the run fails (0: max(2 op timeouts, 20 TTLs))")
 		seed       = fs.Uint64("seed", 0, "random seed for pauses and faults (0: random; the run is not replayable, timing is real)")
 		unfenced   = fs.Bool("unfenced", false, "write without fencing (lock only, plain writes): the checker must report lost increments")
 		polling    = fs.Bool("polling", false, "workers poll for their locks instead of waiting in line (lock.QueueOptions.Polling), as every acquire did before queued waiting")
@@ -141,6 +150,8 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 		TTL:         *ttlFlag,
 		Seed:        *seed,
 		Unfenced:    *unfenced,
+		Sets:        *sets,
+		StallLimit:  *stallLimit,
 		Polling:     *polling,
 		PauseChance: pauseChance(*pause),
 		Network:     network,
