@@ -127,7 +127,7 @@ func (r *Report) Print(w io.Writer) {
 	if r.Sets {
 		stall += fmt.Sprintf(", limit %v", r.StallLimit)
 	}
-	row("longest time with no acquisition", stall)
+	row("longest time without acquisition", stall)
 	row("fewest acquisitions of a worker", r.FewestPerWorker)
 	row("fenced register, porcupine", fmt.Sprintf("%s (%d ops, %d segments)", r.Register, r.Register.Ops, r.Register.Segments))
 	row("token monotonicity, porcupine", fmt.Sprintf("%s (%d acquisitions, %d segments)", r.Tokens, r.Tokens.Ops, r.Tokens.Segments))

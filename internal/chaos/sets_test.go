@@ -216,13 +216,24 @@ func TestLiveHolders(t *testing.T) {
 }
 
 func TestProgress(t *testing.T) {
-	rep := &Report{Sets: true, Workers: 3}
+	rep := &Report{Sets: true, Workers: 3, Acquisitions: 4}
 	rep.progress([][]int64{{10, 20, 900}, {30}, nil}, 1000, 500)
 	if rep.FewestPerWorker != 0 || rep.Starved != 1 || rep.LongestStall != 870 || rep.StallAt != 30 {
 		t.Fatalf("fewest %d, starved %d, stall %v from %v", rep.FewestPerWorker, rep.Starved, rep.LongestStall, rep.StallAt)
 	}
-	if v := rep.progressViolations(); len(v) != 2 {
-		t.Fatalf("violations %q, want a starved worker and a stall", v)
+	if v := rep.progressViolations(); len(v) != 1 {
+		t.Fatalf("violations %q, want the stall alone (a starved worker is a figure)", v)
+	}
+	// The time before the first acquisition (connecting) is no stall.
+	late := &Report{Sets: true, Workers: 1, Acquisitions: 2}
+	late.progress([][]int64{{800, 900}}, 1000, 500)
+	if late.LongestStall != 100 || len(late.progressViolations()) != 0 {
+		t.Fatalf("stall %v, violations %q", late.LongestStall, late.progressViolations())
+	}
+	none := &Report{Sets: true, Workers: 2}
+	none.progress([][]int64{nil, nil}, 1000, 500)
+	if v := none.progressViolations(); len(v) != 1 || none.Starved != 2 {
+		t.Fatalf("a run without any set: violations %q, starved %d", v, none.Starved)
 	}
 	rep.Sets = false
 	if v := rep.progressViolations(); len(v) != 0 {
