@@ -80,6 +80,12 @@ type Config struct {
 	// apart, and cannot.
 	Unfenced bool
 
+	// LeasesLost says that the lock server may lose live leases during the
+	// run (it is killed and restarts empty): another owner may then take a
+	// name whose holder still had time left, by design of the run, so two
+	// live holders are reported as a figure and not as a violation.
+	LeasesLost bool
+
 	// PauseChance is the probability that a cycle pauses its worker for
 	// 1.2 to 2.5 TTLs at a random step; default 0.15, negative for none.
 	PauseChance float64

@@ -151,6 +151,7 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 		Seed:        *seed,
 		Unfenced:    *unfenced,
 		Sets:        *sets,
+		LeasesLost:  killed != nil && killed.forgets,
 		StallLimit:  *stallLimit,
 		Polling:     *polling,
 		PauseChance: pauseChance(*pause),
