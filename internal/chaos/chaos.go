@@ -105,10 +105,11 @@ type Config struct {
 	OpTimeout time.Duration
 	// CheckTimeout bounds each porcupine check of one segment; default 30s.
 	CheckTimeout time.Duration
-	// StallLimit is the longest time the run may go without any worker
-	// acquiring a lease (or a set) before the checker calls it a loss of
-	// progress, as a deadlock would be; default max(2 OpTimeouts, 20 TTLs),
-	// above what the network faults alone can cause.
+	// StallLimit is, in set mode, the longest time before the end of the
+	// run in which no worker may acquire a set: longer, and the checker
+	// calls it a loss of progress, as a deadlock would be. Default: the
+	// largest of 2 OpTimeouts, 20 TTLs and 5 s, above what the faults and a
+	// loaded machine cause.
 	StallLimit time.Duration
 	// Prefix starts every lock name and key; default a random one.
 	Prefix string
@@ -161,7 +162,7 @@ func (c *Config) setDefaults() error {
 		c.CheckTimeout = 30 * time.Second
 	}
 	if c.StallLimit <= 0 {
-		c.StallLimit = max(2*c.OpTimeout, 20*c.TTL)
+		c.StallLimit = max(2*c.OpTimeout, 20*c.TTL, 5*time.Second)
 	}
 	if c.Prefix == "" {
 		var b [4]byte

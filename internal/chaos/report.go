@@ -48,7 +48,8 @@ type Report struct {
 	Starved         int           // workers handed none
 	LongestStall    time.Duration // longest time in which no worker was handed any
 	StallAt         time.Duration // when that stall began, from the start of the run
-	StallLimit      time.Duration // the stall above which a set run fails (Config.StallLimit)
+	FinalStall      time.Duration // from the last one handed out to the end of the run
+	StallLimit      time.Duration // the final stall above which a set run fails (Config.StallLimit)
 
 	Register Verdict // the fenced-register model, per key
 	Tokens   Verdict // token monotonicity, per lock
@@ -130,11 +131,10 @@ func (r *Report) Print(w io.Writer) {
 	} else {
 		row("two live holders (must be 0)", r.DoubleHolders)
 	}
-	stall := fmt.Sprintf("%v (from %v)", r.LongestStall.Round(time.Millisecond), r.StallAt.Round(time.Millisecond))
+	row("longest time without acquisition", fmt.Sprintf("%v (from %v)", r.LongestStall.Round(time.Millisecond), r.StallAt.Round(time.Millisecond)))
 	if r.Sets {
-		stall += fmt.Sprintf(", limit %v", r.StallLimit)
+		row("none in the last (no deadlock)", fmt.Sprintf("%v (limit %v)", r.FinalStall.Round(time.Millisecond), r.StallLimit))
 	}
-	row("longest time without acquisition", stall)
 	row("fewest acquisitions of a worker", r.FewestPerWorker)
 	row("fenced register, porcupine", fmt.Sprintf("%s (%d ops, %d segments)", r.Register, r.Register.Ops, r.Register.Segments))
 	row("token monotonicity, porcupine", fmt.Sprintf("%s (%d acquisitions, %d segments)", r.Tokens, r.Tokens.Ops, r.Tokens.Segments))

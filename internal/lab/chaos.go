@@ -36,7 +36,7 @@ orders) and increments every key of the set, each write fenced by its own
 name's token. The history is checked with porcupine against a fenced-register
 model and a token-monotonicity model, and counted directly; it is also checked
 for two live holders of one name and, with -sets, for a loss of progress (a
-worker never served, or no set acquired for longer than -stall-limit). The
+run that acquired no set, or none in its last -stall-limit). The
 exit code is 0 when nothing was violated, 1 when something was (with
 -unfenced, lost increments are expected: they show the checker can fail), 2 on
 a usage or setup error.
@@ -62,7 +62,7 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 		workers    = fs.Int("workers", 4, "concurrent workers")
 		keys       = fs.Int("keys", 0, "shared counters, each with its own lock (0: 3, or 4 with -sets)")
 		sets       = fs.Bool("sets", false, "take a set of 2-3 locks per cycle with DoMulti and increment each of its counters")
-		stallLimit = fs.Duration("stall-limit", 0, "with -sets: the longest time without any set acquired before the run fails (0: max(2 op timeouts, 20 TTLs))")
+		stallLimit = fs.Duration("stall-limit", 0, "with -sets: the run fails when no set was acquired for this long before its end (0: the largest of 2 op timeouts, 20 TTLs and 5s)")
 		seed       = fs.Uint64("seed", 0, "random seed for pauses and faults (0: random; the run is not replayable, timing is real)")
 		unfenced   = fs.Bool("unfenced", false, "write without fencing (lock only, plain writes): the checker must report lost increments")
 		polling    = fs.Bool("polling", false, "workers poll for their locks instead of waiting in line (lock.QueueOptions.Polling), as every acquire did before queued waiting")
