@@ -12,11 +12,18 @@
 // (delays, cut connections, lost replies) come from a Network, usually a
 // fault-injecting proxy between the workers and the server.
 //
-// The history is checked three ways: porcupine against a fenced-register
-// model per key and a token-monotonicity model per lock, and direct counts
-// (stale writes accepted, lost increments). With Config.Unfenced the workers
-// do the same work with the lock alone and plain writes; the checker must
-// then report lost increments, which shows that it can fail.
+// The history is checked four ways: porcupine against a fenced-register
+// model per key and a token-monotonicity model per lock, direct counts
+// (stale writes accepted, lost increments), and the recorded acquisitions
+// and releases for two live holders of one lock (exclusion.go). With
+// Config.Unfenced the workers do the same work with the lock alone and
+// plain writes; the checker must then report lost increments, which shows
+// that it can fail.
+//
+// With Config.Sets each cycle takes a set of two or three keys' locks at
+// once (lock.Client.DoMulti) and increments every key of the set, each write
+// fenced by its own name's token (sets.go); the run must then also keep
+// making progress, as a lock that deadlocks would not (progress.go).
 package chaos
 
 import (
