@@ -87,6 +87,14 @@ type Config struct {
 	// apart, and cannot.
 	Unfenced bool
 
+	// Transfer (with Sets) makes each set cycle move an amount (1 to 5)
+	// from the counter of one name of the set to that of another instead
+	// of incrementing each: each half fenced by its own name's token. The
+	// checker then follows each counter's chain of writes (each names the
+	// write it read) for lost updates, and counts the transfers of which
+	// only one half landed (torn: per-name fencing cannot prevent them).
+	Transfer bool
+
 	// LeasesLost says that the lock server may lose live leases during the
 	// run (it is killed and restarts empty): another owner may then take a
 	// name whose holder still had time left, by design of the run, so two
@@ -134,6 +142,9 @@ func (c *Config) setDefaults() error {
 		if c.Sets {
 			c.Keys = 4
 		}
+	}
+	if c.Transfer {
+		c.Sets = true
 	}
 	if c.Sets && c.Keys < 2 {
 		return fence.Invalid("chaos: Sets needs at least 2 keys, not %d", c.Keys)
@@ -524,6 +535,12 @@ func (w *worker) increment(k int, token int64, store *lock.Writer, get Op) {
 // while its outcome is unknown, and records every attempt. It returns the
 // last outcome.
 func (w *worker) write(kind Kind, k int, token, value, id int64, do func(context.Context) error) Outcome {
+	return w.writeOp(Op{Kind: kind, Key: k, Token: token, Value: value, ID: id}, do)
+}
+
+// writeOp is write for an operation o that carries more (a transfer's
+// half): o's Outcome, Call and Return are filled in for each attempt.
+func (w *worker) writeOp(o Op, do func(context.Context) error) Outcome {
 	cfg := &w.r.cfg
 	var out Outcome
 	for attempt := 0; attempt <= maxRetries; attempt++ {
@@ -541,7 +558,8 @@ func (w *worker) write(kind Kind, k int, token, value, id int64, do func(context
 			out = Unknown
 			ret += int64(cfg.ambiguity())
 		}
-		w.record(Op{Kind: kind, Key: k, Token: token, Value: value, ID: id, Outcome: out, Call: call, Return: ret})
+		o.Outcome, o.Call, o.Return = out, call, ret
+		w.record(o)
 		if out != Unknown {
 			return out
 		}

@@ -54,16 +54,21 @@ const (
 // effect, so that the checker considers every point at which it may have
 // landed.
 type Op struct {
-	Kind    Kind
-	Worker  int
-	Key     int    // index of the key, and of the lock that guards it
-	Token   int64  // the lease's token (for Acquire: the token it returned)
-	Owner   string // Acquire, Release: the owner the call was made for
-	Value   int64  // Put: the value written; Get: the value read (0 when absent)
-	ID      int64  // Put: the write's id, stored with the value; Get: the id read (0 when absent)
-	Fence   int64  // Get: the fence read
-	FenceOK bool   // Get: whether Fence is meaningful for the model
-	Outcome Outcome
+	Kind   Kind
+	Worker int
+	Key    int    // index of the key, and of the lock that guards it
+	Token  int64  // the lease's token (for Acquire: the token it returned)
+	Owner  string // Acquire, Release: the owner the call was made for
+	Value  int64  // Put: the value written; Get: the value read (0 when absent)
+	ID     int64  // Put: the write's id, stored with the value; Get: the id read (0 when absent)
+	Fence  int64  // Get: the fence read
+	// Transfer runs only: Prev is the id of the write a Put's value was
+	// computed from (the one its Get read, 0 for none), Delta what it
+	// added to that value, and Transfer the id shared by a transfer's two
+	// halves.
+	Prev, Delta, Transfer int64
+	FenceOK               bool // Get: whether Fence is meaningful for the model
+	Outcome               Outcome
 	// Call and Return bound the operation itself: for Acquire, the one
 	// Backend.Acquire call that returned the token, not the whole retry
 	// loop of lock.Client.Acquire around it.

@@ -19,6 +19,7 @@ type Report struct {
 	Seed     uint64
 	Unfenced bool
 	Sets     bool // each cycle took a set of names with DoMulti
+	Transfer bool // each set cycle moved an amount between two names' counters
 	// LeasesLost: the lock server could lose live leases (Config.LeasesLost),
 	// so DoubleHolders is a figure, not a violation.
 	LeasesLost bool
@@ -42,6 +43,8 @@ type Report struct {
 	Lost            int64 // increments that landed but are missing from the final counters
 	Extra           int64 // counter steps that no landed increment explains (counted apart from Lost: one of each does not cancel out)
 	Regressions     int   // acquisitions whose token was not above an earlier one's
+	Torn            int   // Transfer: transfers of which exactly one half landed
+	TornNet         int64 // Transfer: what those halves added up to; the sum of the counters must equal it
 	DoubleHolders   int   // acquisitions that certainly held a name while another owner certainly held it too (liveHolders)
 
 	FewestPerWorker int           // leases (or sets) handed to the least served worker
@@ -76,6 +79,9 @@ func (r *Report) Violations() []string {
 	if r.Regressions > 0 {
 		v = append(v, fmt.Sprintf("%d token regressions", r.Regressions))
 	}
+	if r.Transfer && r.Final != r.TornNet {
+		v = append(v, fmt.Sprintf("sum of the counters %d is not the net %d of the torn transfers", r.Final, r.TornNet))
+	}
 	if r.DoubleHolders > 0 && !r.LeasesLost {
 		v = append(v, fmt.Sprintf("%d acquisitions while another owner's lease on the name was live", r.DoubleHolders))
 	}
@@ -95,7 +101,10 @@ func (r *Report) Print(w io.Writer) {
 	if r.Unfenced {
 		mode = "UNFENCED (lock only, plain writes)"
 	}
-	if r.Sets {
+	switch {
+	case r.Transfer:
+		mode = "transfers under sets of 2-3 names with DoMulti, " + mode
+	case r.Sets:
 		mode = "sets of 2-3 names with DoMulti, " + mode
 	}
 	fmt.Fprintf(w, "chaos on %s: %d workers, %d keys, TTL %v, %v (ran %v), seed %d, %s\n",
@@ -116,12 +125,23 @@ func (r *Report) Print(w io.Writer) {
 	row("stale writes refused", r.StaleRefused)
 	row("stale writes accepted (must be 0)", r.StaleAccepted)
 	row("writes with unknown outcome", fmt.Sprintf("%d (retried with the same token)", r.UnknownWrites))
-	row("increments that landed", r.Increments)
+	if r.Transfer {
+		row("writes that landed", r.Increments)
+	} else {
+		row("increments that landed", r.Increments)
+	}
 	if r.Ambiguous > 0 {
 		row("increments with unknown outcome", fmt.Sprintf("%d (%d seen later, counted as landed)", r.Ambiguous, r.AmbiguousLanded))
 	}
 	row("final counters (sum)", r.Final)
-	row("lost increments (must be 0)", r.Lost)
+	if r.Transfer {
+		row("lost updates (must be 0)", r.Lost)
+	} else {
+		row("lost increments (must be 0)", r.Lost)
+	}
+	if r.Transfer {
+		row("transfers torn (one half landed)", fmt.Sprintf("%d, net %+d", r.Torn, r.TornNet))
+	}
 	if r.Extra > 0 {
 		row("unexplained increments (must be 0)", r.Extra)
 	}
@@ -164,7 +184,7 @@ func (r *runner) check(hist []Op, final []Op) *Report {
 	r.mu.Lock()
 	rep := &Report{
 		Name: cfg.Name, Workers: cfg.Workers, Keys: cfg.Keys, TTL: cfg.TTL, Duration: cfg.Duration,
-		Seed: cfg.Seed, Unfenced: cfg.Unfenced, Sets: cfg.Sets, LeasesLost: cfg.LeasesLost,
+		Seed: cfg.Seed, Unfenced: cfg.Unfenced, Sets: cfg.Sets, Transfer: cfg.Transfer, LeasesLost: cfg.LeasesLost,
 		Pauses: r.pauses, Delays: r.delays, Cuts: r.cuts, Drops: r.drops,
 		Acquisitions: r.acquisitions, AcquireFailures: r.acquireFailures, Overlaps: r.overlaps,
 	}
@@ -218,7 +238,11 @@ func (r *runner) check(hist []Op, final []Op) *Report {
 			landed[id] = true
 		}
 	}
-	rep.Lost, rep.Extra = lostAndExtra(hist, final, landed)
+	if cfg.Transfer {
+		rep.Lost, rep.Extra, rep.Torn, rep.TornNet = chains(hist, final, landed)
+	} else {
+		rep.Lost, rep.Extra = lostAndExtra(hist, final, landed)
+	}
 
 	writes := byKind(hist, cfg.Keys, Put, Advance)
 	for _, ops := range writes {

@@ -92,6 +92,10 @@ func (w *worker) underSet(keys []int, set *lock.MultiLease) {
 	if cfg.Work > 0 {
 		time.Sleep(time.Duration(w.rng.Int64N(int64(cfg.Work))))
 	}
+	if cfg.Transfer {
+		w.transfer(keys, tokens, stores, gets)
+		return
+	}
 	for i, k := range keys {
 		w.increment(k, tokens[i], stores[i], gets[i])
 	}

@@ -243,3 +243,62 @@ func TestProgress(t *testing.T) {
 		t.Fatalf("a one-name run reports progress as figures only, not %q", v)
 	}
 }
+
+// Transfers under sets: no update lost on any counter, and the sum of the
+// counters is exactly what the torn transfers (one half landed) added up
+// to. The pauses tear some: per-name fencing keeps each counter right, not
+// the pair.
+func TestRunTransfersOnMemory(t *testing.T) {
+	t.Parallel()
+	rep, out := setRun(t, Config{Name: "memory", Backend: memory.NewBackend(), Transfer: true, Seed: 17, PauseChance: 0.3})
+	t.Logf("\n%s", out)
+	if !rep.OK() || !rep.Transfer || rep.Acquisitions < 10 || rep.StaleRefused == 0 {
+		t.Fatalf("a fenced transfer run:\n%s", out)
+	}
+	if rep.Final != rep.TornNet {
+		t.Fatalf("sum %d, net of torn transfers %d", rep.Final, rep.TornNet)
+	}
+}
+
+func TestRunTransfersUnfencedFails(t *testing.T) {
+	t.Parallel()
+	rep, out := setRun(t, Config{Name: "memory", Backend: polling{memory.NewBackend()}, Transfer: true, Unfenced: true, Seed: 18})
+	if rep.OK() || rep.Lost == 0 || rep.Final == rep.TornNet {
+		t.Fatalf("an unfenced transfer run must lose updates and break the sum:\n%s", out)
+	}
+}
+
+// chains on hand-made histories of one key.
+func TestChains(t *testing.T) {
+	put := func(id, prev, delta, tr int64) Op {
+		return Op{Kind: Put, ID: id, Prev: prev, Delta: delta, Transfer: tr, Outcome: OK}
+	}
+	landed := func(ids ...int64) map[int64]bool {
+		m := map[int64]bool{}
+		for _, id := range ids {
+			m[id] = true
+		}
+		return m
+	}
+	get := func(id int64) []Op { return []Op{{Kind: Get, ID: id}} }
+	// 1 <- 2 <- 3: one chain, nothing lost.
+	hist := []Op{put(1, 0, 5, 0), put(2, 1, -2, 0), put(3, 2, 1, 0)}
+	if lost, extra, _, _ := chains(hist, get(3), landed(1, 2, 3)); lost != 0 || extra != 0 {
+		t.Fatalf("a clean chain: lost %d, extra %d", lost, extra)
+	}
+	// 2 and 3 both read 1: one of them was overwritten.
+	hist = []Op{put(1, 0, 5, 0), put(2, 1, -2, 0), put(3, 1, 1, 0)}
+	if lost, extra, _, _ := chains(hist, get(3), landed(1, 2, 3)); lost != 1 || extra != 0 {
+		t.Fatalf("a forked chain: lost %d, extra %d", lost, extra)
+	}
+	// The final read names a write that never landed.
+	if _, extra, _, _ := chains(hist, get(9), landed(1, 2, 3)); extra != 1 {
+		t.Fatalf("an unexplained state: extra %d", extra)
+	}
+	// Transfer 7: only its debit landed (its credit is on another key,
+	// refused); the net of torn transfers is the debit.
+	hist = []Op{put(1, 0, -3, 7), {Kind: Put, Key: 1, ID: 2, Delta: 3, Transfer: 7, Outcome: Stale}}
+	if _, _, torn, net := chains(hist, get(1), landed(1)); torn != 1 || net != -3 {
+		t.Fatalf("torn %d, net %d", torn, net)
+	}
+}

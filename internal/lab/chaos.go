@@ -23,7 +23,7 @@ func init() {
 
 const chaosUsage = `usage: fencelab chaos [-backend memory|redis|postgres] [-duration D] [-workers N]
                       [-keys K] [-ttl T] [-seed S] [-unfenced] [-polling] [-faults=false]
-                      [-sets [-stall-limit D]]
+                      [-sets [-transfer] [-stall-limit D]]
                       [-redis-url URL] [-postgres-url URL]
                       [-kill-server-every D [-kill-downtime D]]
 
@@ -33,7 +33,9 @@ postgres, a proxy started in this process delays, cuts and loses traffic to the
 server. With -sets each cycle takes the locks of 2 or 3 of the keys at once
 (DoMulti; -keys defaults to 4 then, so that sets overlap and come in opposite
 orders) and increments every key of the set, each write fenced by its own
-name's token. The history is checked with porcupine against a fenced-register
+name's token; with -transfer it moves an amount from one counter of the set to
+another instead, and the checker follows each counter's chain of writes for
+lost updates and counts torn transfers (one half landed). The history is checked with porcupine against a fenced-register
 model and a token-monotonicity model, and counted directly; it is also checked
 for two live holders of one name and, with -sets, for a loss of progress (a
 run that acquired no set, or none in its last -stall-limit). The
@@ -62,6 +64,7 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 		workers    = fs.Int("workers", 4, "concurrent workers")
 		keys       = fs.Int("keys", 0, "shared counters, each with its own lock (0: 3, or 4 with -sets)")
 		sets       = fs.Bool("sets", false, "take a set of 2-3 locks per cycle with DoMulti and increment each of its counters")
+		transfer   = fs.Bool("transfer", false, "with -sets (implied): move an amount between two counters of the set instead of incrementing each")
 		stallLimit = fs.Duration("stall-limit", 0, "with -sets: the run fails when no set was acquired for this long before its end (0: the largest of 2 op timeouts, 20 TTLs and 5s)")
 		seed       = fs.Uint64("seed", 0, "random seed for pauses and faults (0: random; the run is not replayable, timing is real)")
 		unfenced   = fs.Bool("unfenced", false, "write without fencing (lock only, plain writes): the checker must report lost increments")
@@ -151,6 +154,7 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 		Seed:        *seed,
 		Unfenced:    *unfenced,
 		Sets:        *sets,
+		Transfer:    *transfer,
 		LeasesLost:  killed != nil && killed.forgets,
 		StallLimit:  *stallLimit,
 		Polling:     *polling,

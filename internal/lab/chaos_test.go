@@ -95,3 +95,11 @@ func TestChaosCommandSets(t *testing.T) {
 		t.Fatalf("sets over one key: exit %d, want 2\n%s", code, out)
 	}
 }
+
+func TestChaosCommandTransfer(t *testing.T) {
+	code, out := chaosCLI(t, "-backend", "memory", "-transfer", "-duration", "1s", "-ttl", "30ms", "-workers", "5", "-seed", "9")
+	if code != 0 || !strings.Contains(out, "no violation") || !strings.Contains(out, "transfers under sets") ||
+		!strings.Contains(out, "transfers torn (one half landed)") || !strings.Contains(out, "lost updates (must be 0)           0") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
