@@ -22,8 +22,20 @@ const setChaosSeconds = 3 * time.Second
 // token, with pauses past the TTL and network faults. No stale write lands
 // on any name, no increment is lost, no name has two live holders, and every
 // worker is served (no deadlock).
-func TestChaosSets(t *testing.T) {
+func TestChaosSets(t *testing.T) { setChaos(t, false) }
+
+// The same runs moving amounts between two names' counters under each set:
+// no update lost on any counter, and the sum of the counters is exactly
+// what the torn transfers (one half landed) added up to. Memory and Redis
+// only: PostgreSQL's set acquisition is TestChaosSets's, and on the loaded
+// CI machine its 3 s runs gave 3 to 7 sets, too few to tear a transfer.
+func TestChaosTransfers(t *testing.T) { setChaos(t, true) }
+
+func setChaos(t *testing.T, transfer bool) {
 	for _, b := range backends {
+		if transfer && b.name == "postgres" {
+			continue
+		}
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			r := b.make(t)
@@ -39,7 +51,7 @@ func TestChaosSets(t *testing.T) {
 			var rep *chaos.Report
 			for run := 1; ; run++ {
 				rep = runChaos(t, r, chaos.Config{
-					Sets: true, Workers: 5, Keys: 4, Duration: setChaosSeconds, TTL: r.ttl,
+					Sets: true, Transfer: transfer, Workers: 5, Keys: 4, Duration: setChaosSeconds, TTL: r.ttl,
 					Network: r.chaos, FaultEvery: 300 * time.Millisecond, MaxDelay: r.ttl / 4, PauseChance: 0.3,
 				})
 				if !rep.OK() {
@@ -55,7 +67,7 @@ func TestChaosSets(t *testing.T) {
 				t.Logf("run %d exercised too little (%d sets, %d pauses, %d overlaps, %d stale writes refused); running again",
 					run, rep.Acquisitions, rep.Pauses, rep.Overlaps, rep.StaleRefused)
 			}
-			if rep.Increments <= rep.Acquisitions {
+			if !transfer && rep.Increments <= rep.Acquisitions {
 				t.Fatalf("%d sets, %d increments: each set increments 2 or 3 names", rep.Acquisitions, rep.Increments)
 			}
 		})
