@@ -137,14 +137,14 @@ func (c *Config) setDefaults() error {
 	if c.Workers <= 0 {
 		c.Workers = 4
 	}
+	if c.Transfer {
+		c.Sets = true
+	}
 	if c.Keys <= 0 {
 		c.Keys = 3
 		if c.Sets {
 			c.Keys = 4
 		}
-	}
-	if c.Transfer {
-		c.Sets = true
 	}
 	if c.Sets && c.Keys < 2 {
 		return fence.Invalid("chaos: Sets needs at least 2 keys, not %d", c.Keys)

@@ -252,7 +252,7 @@ func TestRunTransfersOnMemory(t *testing.T) {
 	t.Parallel()
 	rep, out := setRun(t, Config{Name: "memory", Backend: memory.NewBackend(), Transfer: true, Seed: 17, PauseChance: 0.3})
 	t.Logf("\n%s", out)
-	if !rep.OK() || !rep.Transfer || rep.Acquisitions < 10 || rep.StaleRefused == 0 {
+	if !rep.OK() || !rep.Transfer || !rep.Sets || rep.Keys != 4 || rep.Acquisitions < 10 || rep.StaleRefused == 0 {
 		t.Fatalf("a fenced transfer run:\n%s", out)
 	}
 	if rep.Final != rep.TornNet {
