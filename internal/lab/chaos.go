@@ -35,13 +35,13 @@ server. With -sets each cycle takes the locks of 2 or 3 of the keys at once
 orders) and increments every key of the set, each write fenced by its own
 name's token; with -transfer it moves an amount from one counter of the set to
 another instead, and the checker follows each counter's chain of writes for
-lost updates and counts torn transfers (one half landed). The history is checked with porcupine against a fenced-register
-model and a token-monotonicity model, and counted directly; it is also checked
-for two live holders of one name and, with -sets, for a loss of progress (a
-run that acquired no set, or none in its last -stall-limit). The
-exit code is 0 when nothing was violated, 1 when something was (with
--unfenced, lost increments are expected: they show the checker can fail), 2 on
-a usage or setup error.
+lost updates and counts torn transfers (one half landed). The history is
+checked with porcupine against a fenced-register model and a
+token-monotonicity model, and counted directly; it is also checked for two
+live holders of one name and, with -sets, for a loss of progress (a run that
+acquired no set, or none in its last -stall-limit). The exit code is 0 when
+nothing was violated, 1 when something was (with -unfenced, lost increments
+are expected: they show the checker can fail), 2 on a usage or setup error.
 
 With -kill-server-every, the run starts throwaway servers of its own (the
 URLs are not used) and kills one about that often: for redis the lock
