@@ -91,6 +91,9 @@ func TestChaosCommandSets(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "increments lost") {
 		t.Fatalf("unfenced sets: exit %d, want 1 with lost increments:\n%s", code, out)
 	}
+	if code, out := chaosCLI(t, "-backend", "memory", "-sets", "-shape", "rw"); code != 2 || !strings.Contains(out, "-shape lock") {
+		t.Fatalf("sets of permits: exit %d, want 2\n%s", code, out)
+	}
 	if code, out := chaosCLI(t, "-backend", "memory", "-sets", "-keys", "1"); code != 2 || !strings.Contains(out, "at least 2 keys") {
 		t.Fatalf("sets over one key: exit %d, want 2\n%s", code, out)
 	}
