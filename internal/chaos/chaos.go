@@ -12,11 +12,18 @@
 // (delays, cut connections, lost replies) come from a Network, usually a
 // fault-injecting proxy between the workers and the server.
 //
-// The history is checked three ways: porcupine against a fenced-register
-// model per key and a token-monotonicity model per lock, and direct counts
-// (stale writes accepted, lost increments). With Config.Unfenced the workers
-// do the same work with the lock alone and plain writes; the checker must
-// then report lost increments, which shows that it can fail.
+// The history is checked four ways: porcupine against a fenced-register
+// model per key and a token-monotonicity model per lock, direct counts
+// (stale writes accepted, lost increments), and the recorded acquisitions
+// and releases for two live holders of one lock (exclusion.go). With
+// Config.Unfenced the workers do the same work with the lock alone and
+// plain writes; the checker must then report lost increments, which shows
+// that it can fail.
+//
+// With Config.Sets each cycle takes a set of two or three keys' locks at
+// once (lock.Client.DoMulti) and increments every key of the set, each write
+// fenced by its own name's token (sets.go); the run must then also keep
+// making progress, as a lock that deadlocks would not (progress.go).
 package chaos
 
 import (
@@ -61,8 +68,15 @@ type Config struct {
 	// more acquisitions and more overlaps in a short unfenced run.
 	Polling bool
 
+	// Sets makes each cycle take the locks of a set of 2 or 3 keys with
+	// lock.Client.DoMulti (no keep-alive) and increment every key of the
+	// set, each write fenced by its own name's token. The sets are drawn
+	// from the Keys keys in random order, so that they overlap and two
+	// workers ask for the same names in opposite orders.
+	Sets bool
+
 	Workers  int           // default 4
-	Keys     int           // shared keys, each with its own lock; default 3
+	Keys     int           // shared keys, each with its own lock; default 3, or 4 with Sets
 	Duration time.Duration // how long workers start new cycles; default 3s
 	TTL      time.Duration // lease TTL; default 100ms
 	Seed     uint64        // 0: random
@@ -72,6 +86,20 @@ type Config struct {
 	// lease it comes from. The lock alone then has to keep increments
 	// apart, and cannot.
 	Unfenced bool
+
+	// Transfer (with Sets) makes each set cycle move an amount (1 to 5)
+	// from the counter of one name of the set to that of another instead
+	// of incrementing each: each half fenced by its own name's token. The
+	// checker then follows each counter's chain of writes (each names the
+	// write it read) for lost updates, and counts the transfers of which
+	// only one half landed (torn: per-name fencing cannot prevent them).
+	Transfer bool
+
+	// LeasesLost says that the lock server may lose live leases during the
+	// run (it is killed and restarts empty): another owner may then take a
+	// name whose holder still had time left, by design of the run, so two
+	// live holders are reported as a figure and not as a violation.
+	LeasesLost bool
 
 	// PauseChance is the probability that a cycle pauses its worker for
 	// 1.2 to 2.5 TTLs at a random step; default 0.15, negative for none.
@@ -92,6 +120,12 @@ type Config struct {
 	OpTimeout time.Duration
 	// CheckTimeout bounds each porcupine check of one segment; default 30s.
 	CheckTimeout time.Duration
+	// StallLimit is, in set mode, the longest time before the end of the
+	// run in which no worker may acquire a set: longer, and the checker
+	// calls it a loss of progress, as a deadlock would be. Default: the
+	// largest of 2 OpTimeouts, 20 TTLs and 5 s, above what the faults and a
+	// loaded machine cause.
+	StallLimit time.Duration
 	// Prefix starts every lock name and key; default a random one.
 	Prefix string
 }
@@ -103,8 +137,17 @@ func (c *Config) setDefaults() error {
 	if c.Workers <= 0 {
 		c.Workers = 4
 	}
+	if c.Transfer {
+		c.Sets = true
+	}
 	if c.Keys <= 0 {
 		c.Keys = 3
+		if c.Sets {
+			c.Keys = 4
+		}
+	}
+	if c.Sets && c.Keys < 2 {
+		return fence.Invalid("chaos: Sets needs at least 2 keys, not %d", c.Keys)
 	}
 	if c.Duration <= 0 {
 		c.Duration = 3 * time.Second
@@ -135,6 +178,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.CheckTimeout <= 0 {
 		c.CheckTimeout = 30 * time.Second
+	}
+	if c.StallLimit <= 0 {
+		c.StallLimit = max(2*c.OpTimeout, 20*c.TTL, 5*time.Second)
 	}
 	if c.Prefix == "" {
 		var b [4]byte
@@ -173,7 +219,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	r := &runner{cfg: cfg, start: time.Now(), inside: make([]int, cfg.Keys)}
+	r := &runner{cfg: cfg, start: time.Now(), inside: make([]int, cfg.Keys), lockIndex: make(map[string]int, cfg.Keys)}
+	for k := 0; k < cfg.Keys; k++ {
+		r.lockIndex[cfg.lockName(k)] = k
+	}
 	r.client = lock.New(recording(r, cfg.Backend), &lock.Options{
 		MinBackoff: time.Millisecond,
 		MaxBackoff: max(cfg.TTL/4, 2*time.Millisecond),
@@ -195,6 +244,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		wg.Add(1)
 		go func() { defer wg.Done(); w.loop(runCtx) }()
 	}
+	<-runCtx.Done()
+	end := r.now() // workers start no cycle after this: the end of the time in which they must progress
 	wg.Wait()
 	cancel()
 	faults.Wait()
@@ -204,9 +255,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	elapsed := time.Since(r.start)
 
 	var hist []Op
-	for _, w := range workers {
+	held := make([][]int64, len(workers))
+	for i, w := range workers {
 		hist = append(hist, w.ops...)
+		held[i] = w.held
 	}
+	r.mu.Lock()
+	hist = append(hist, r.releases...)
+	r.mu.Unlock()
 	final, err := r.readFinal(ctx)
 	if err != nil {
 		return nil, err
@@ -214,16 +270,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	hist = append(hist, final...)
 	rep := r.check(hist, final)
 	rep.Elapsed = elapsed
+	rep.progress(held, end, cfg.StallLimit)
 	return rep, nil
 }
 
 // runner is the state workers share.
 type runner struct {
-	cfg    Config
-	client *lock.Client
-	start  time.Time
+	cfg       Config
+	client    *lock.Client
+	start     time.Time
+	lockIndex map[string]int // lock name -> key index
 
 	mu              sync.Mutex
+	releases        []Op  // every Backend.Release call, whoever made it
 	inside          []int // per key: workers that believe they hold its lock
 	overlaps        int
 	pauses          int
@@ -366,14 +425,27 @@ type worker struct {
 	id  int
 	rng *mrand.Rand
 
-	mu  sync.Mutex // record may be called from the backend's goroutines
-	ops []Op
+	mu   sync.Mutex // record may be called from the backend's goroutines
+	ops  []Op
+	held []int64 // when each of its leases (or sets) was handed to it, for the progress check
 }
 
 func (w *worker) loop(ctx context.Context) {
 	for ctx.Err() == nil {
+		if w.r.cfg.Sets {
+			w.setCycle(ctx, w.pickSet())
+			continue
+		}
 		w.cycle(ctx, w.rng.IntN(w.r.cfg.Keys))
 	}
+}
+
+// acquired notes that the worker was handed a lease or a set.
+func (w *worker) acquired() {
+	w.r.count(&w.r.acquisitions)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.held = append(w.held, w.r.now())
 }
 
 // cycle acquires key k's lock and increments the key once.
@@ -381,14 +453,14 @@ func (w *worker) cycle(ctx context.Context, k int) {
 	cfg := &w.r.cfg
 	// The backend records each attempt that returns a token (see
 	// recordingBackend), with that attempt's own window.
-	lease, err := w.r.client.Acquire(context.WithValue(ctx, attemptKey{}, attempt{w, k}), cfg.lockName(k), cfg.TTL)
+	lease, err := w.r.client.Acquire(context.WithValue(ctx, attemptKey{}, w), cfg.lockName(k), cfg.TTL)
 	if err != nil {
 		if ctx.Err() == nil {
 			w.r.count(&w.r.acquireFailures)
 		}
 		return
 	}
-	w.r.count(&w.r.acquisitions)
+	w.acquired()
 	w.r.enter(k)
 	defer w.r.leave(k)
 	defer func() {
@@ -414,23 +486,42 @@ func (w *worker) cycle(ctx context.Context, k int) {
 	}
 	w.maybePause(pauseAt, 1)
 
-	call := w.r.now()
-	octx, cancel := context.WithTimeout(context.Background(), cfg.OpTimeout)
-	rec, err := store.Get(octx, key)
-	cancel()
-	get, ok, _ := getOp(rec, err)
+	get, ok := w.read(k, store)
 	if !ok {
 		return // nothing to increment; a failed read changed nothing
 	}
-	get.Key, get.Call, get.Return = k, call, w.r.now()
-	get.FenceOK = get.FenceOK && !cfg.Unfenced
-	w.record(get)
 
 	w.maybePause(pauseAt, 2)
 	if cfg.Work > 0 {
 		time.Sleep(time.Duration(w.rng.Int64N(int64(cfg.Work))))
 	}
 
+	w.increment(k, token, store, get)
+}
+
+// read reads key k through the lease's writer and records the read; ok is
+// false when the read failed (which changed nothing).
+func (w *worker) read(k int, store *lock.Writer) (Op, bool) {
+	cfg := &w.r.cfg
+	call := w.r.now()
+	octx, cancel := context.WithTimeout(context.Background(), cfg.OpTimeout)
+	rec, err := store.Get(octx, cfg.key(k))
+	cancel()
+	get, ok, _ := getOp(rec, err)
+	if !ok {
+		return Op{}, false
+	}
+	get.Key, get.Call, get.Return = k, call, w.r.now()
+	get.FenceOK = get.FenceOK && !cfg.Unfenced
+	w.record(get)
+	return get, true
+}
+
+// increment writes the value get read plus one to key k, fenced with token
+// through the lease's writer (or plain, when the run is unfenced).
+func (w *worker) increment(k int, token int64, store *lock.Writer, get Op) {
+	cfg := &w.r.cfg
+	key := cfg.key(k)
 	next, id := get.Value+1, w.r.newID()
 	value := encodeValue(next, id)
 	put := func(c context.Context) error { return store.Put(c, key, value) }
@@ -444,6 +535,12 @@ func (w *worker) cycle(ctx context.Context, k int) {
 // while its outcome is unknown, and records every attempt. It returns the
 // last outcome.
 func (w *worker) write(kind Kind, k int, token, value, id int64, do func(context.Context) error) Outcome {
+	return w.writeOp(Op{Kind: kind, Key: k, Token: token, Value: value, ID: id}, do)
+}
+
+// writeOp is write for an operation o that carries more (a transfer's
+// half): o's Outcome, Call and Return are filled in for each attempt.
+func (w *worker) writeOp(o Op, do func(context.Context) error) Outcome {
 	cfg := &w.r.cfg
 	var out Outcome
 	for attempt := 0; attempt <= maxRetries; attempt++ {
@@ -461,7 +558,8 @@ func (w *worker) write(kind Kind, k int, token, value, id int64, do func(context
 			out = Unknown
 			ret += int64(cfg.ambiguity())
 		}
-		w.record(Op{Kind: kind, Key: k, Token: token, Value: value, ID: id, Outcome: out, Call: call, Return: ret})
+		o.Outcome, o.Call, o.Return = out, call, ret
+		w.record(o)
 		if out != Unknown {
 			return out
 		}
@@ -487,21 +585,17 @@ func (w *worker) record(o Op) {
 	w.ops = append(w.ops, o)
 }
 
-// attemptKey is the context key under which a worker's Acquire tells the
-// backend which worker and key it is for.
+// attemptKey is the context key under which a worker's Acquire (or
+// DoMulti) tells the backend which worker it is for (a *worker).
 type attemptKey struct{}
-
-type attempt struct {
-	w *worker
-	k int
-}
 
 // recordingBackend records every Backend.Acquire call that returns a token,
 // with the call's own invocation and return times. lock.Client.Acquire may
 // make many attempts; the token comes from one of them, and only that one's
 // window says when the token was minted. Timing the whole retry loop instead
 // would let a backend hand a waiter a token below one returned while it
-// waited.
+// waited. It records every Release call too (record_multi.go), for the check
+// that no two owners held one name at once.
 type recordingBackend struct {
 	lock.Backend
 	r *runner
@@ -510,14 +604,16 @@ type recordingBackend struct {
 func (b recordingBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
 	call := b.r.now()
 	tok, err := b.Backend.Acquire(ctx, name, owner, ttl)
-	b.record(ctx, owner, tok, err, call, b.r.now())
+	b.record(ctx, name, owner, tok, err, call, b.r.now())
 	return tok, err
 }
 
-// record notes an acquisition call that returned a token.
-func (b recordingBackend) record(ctx context.Context, owner string, tok fence.Token, err error, call, ret int64) {
-	if a, ok := ctx.Value(attemptKey{}).(attempt); ok && err == nil {
-		a.w.record(Op{Kind: Acquire, Key: a.k, Token: int64(tok), Owner: owner, Outcome: OK, Call: call, Return: ret})
+// record notes an acquisition call that returned a token for name.
+func (b recordingBackend) record(ctx context.Context, name, owner string, tok fence.Token, err error, call, ret int64) {
+	w, ok := ctx.Value(attemptKey{}).(*worker)
+	k, known := b.r.lockIndex[name]
+	if ok && known && err == nil {
+		w.record(Op{Kind: Acquire, Key: k, Token: int64(tok), Owner: owner, Outcome: OK, Call: call, Return: ret})
 	}
 }
 

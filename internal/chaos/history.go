@@ -13,10 +13,11 @@ type Kind uint8
 
 // The operations a history records.
 const (
-	Acquire Kind = iota + 1 // one Backend.Acquire call (an attempt of lock.Client.Acquire) returned a token
+	Acquire Kind = iota + 1 // one Backend.Acquire call (an attempt of lock.Client.Acquire) returned a token, or one name of an AcquireMulti call that did
 	Advance                 // Store.Advance with the lease's token
 	Get                     // Store.Get
 	Put                     // Store.Put of an incremented value
+	Release                 // one Backend.Release call (its outcome is not needed: only its call time)
 )
 
 // String names the kind of operation.
@@ -30,6 +31,8 @@ func (k Kind) String() string {
 		return "get"
 	case Put:
 		return "put"
+	case Release:
+		return "release"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -51,16 +54,21 @@ const (
 // effect, so that the checker considers every point at which it may have
 // landed.
 type Op struct {
-	Kind    Kind
-	Worker  int
-	Key     int    // index of the key, and of the lock that guards it
-	Token   int64  // the lease's token (for Acquire: the token it returned)
-	Owner   string // Acquire: the owner the attempt was made for
-	Value   int64  // Put: the value written; Get: the value read (0 when absent)
-	ID      int64  // Put: the write's id, stored with the value; Get: the id read (0 when absent)
-	Fence   int64  // Get: the fence read
-	FenceOK bool   // Get: whether Fence is meaningful for the model
-	Outcome Outcome
+	Kind   Kind
+	Worker int
+	Key    int    // index of the key, and of the lock that guards it
+	Token  int64  // the lease's token (for Acquire: the token it returned)
+	Owner  string // Acquire, Release: the owner the call was made for
+	Value  int64  // Put: the value written; Get: the value read (0 when absent)
+	ID     int64  // Put: the write's id, stored with the value; Get: the id read (0 when absent)
+	Fence  int64  // Get: the fence read
+	// Transfer runs only: Prev is the id of the write a Put's value was
+	// computed from (the one its Get read, 0 for none), Delta what it
+	// added to that value, and Transfer the id shared by a transfer's two
+	// halves.
+	Prev, Delta, Transfer int64
+	FenceOK               bool // Get: whether Fence is meaningful for the model
+	Outcome               Outcome
 	// Call and Return bound the operation itself: for Acquire, the one
 	// Backend.Acquire call that returned the token, not the whole retry
 	// loop of lock.Client.Acquire around it.
@@ -73,6 +81,8 @@ func (o Op) String() string {
 	switch o.Kind {
 	case Acquire:
 		return fmt.Sprintf("w%d acquire(lock %d, owner %.8s) -> token %d [%d, %d]", o.Worker, o.Key, o.Owner, o.Token, o.Call, o.Return)
+	case Release:
+		return fmt.Sprintf("release(lock %d, owner %.8s) [%d, %d]", o.Key, o.Owner, o.Call, o.Return)
 	case Get:
 		return fmt.Sprintf("w%d get(key %d) -> %d (id %d, fence %d) [%d, %d]", o.Worker, o.Key, o.Value, o.ID, o.Fence, o.Call, o.Return)
 	case Put:

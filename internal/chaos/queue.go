@@ -31,7 +31,7 @@ func recording(r *runner, b lock.Backend) lock.Backend {
 func (b recordingQueue) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, place time.Duration) (fence.Token, error) {
 	call := b.r.now()
 	tok, err := b.q.AcquireOrEnqueue(ctx, name, owner, ttl, place)
-	b.record(ctx, owner, tok, err, call, b.r.now())
+	b.record(ctx, name, owner, tok, err, call, b.r.now())
 	return tok, err
 }
 

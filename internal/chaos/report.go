@@ -18,12 +18,17 @@ type Report struct {
 	Elapsed  time.Duration // until the last cycle ended
 	Seed     uint64
 	Unfenced bool
+	Sets     bool // each cycle took a set of names with DoMulti
+	Transfer bool // each set cycle moved an amount between two names' counters
+	// LeasesLost: the lock server could lose live leases (Config.LeasesLost),
+	// so DoubleHolders is a figure, not a violation.
+	LeasesLost bool
 
 	Pauses          int // workers frozen past their TTL
 	Delays          int // network delays injected
 	Cuts            int // connection cuts injected
 	Drops           int // replies dropped after the server executed the request
-	Acquisitions    int // leases acquired (lock.Client.Acquire calls that returned one)
+	Acquisitions    int // leases acquired (lock.Client.Acquire calls that returned one); with Sets, sets acquired (DoMulti calls that ran their function)
 	AcquireFailures int // Acquire calls that gave up (not counting the end of the run)
 	Overlaps        int // a worker acquired a lock while another still believed it held it
 
@@ -38,6 +43,16 @@ type Report struct {
 	Lost            int64 // increments that landed but are missing from the final counters
 	Extra           int64 // counter steps that no landed increment explains (counted apart from Lost: one of each does not cancel out)
 	Regressions     int   // acquisitions whose token was not above an earlier one's
+	Torn            int   // Transfer: transfers of which exactly one half landed
+	TornNet         int64 // Transfer: what those halves added up to; the sum of the counters must equal it
+	DoubleHolders   int   // acquisitions that certainly held a name while another owner certainly held it too (liveHolders)
+
+	FewestPerWorker int           // leases (or sets) handed to the least served worker
+	Starved         int           // workers handed none
+	LongestStall    time.Duration // longest time in which no worker was handed any
+	StallAt         time.Duration // when that stall began, from the start of the run
+	FinalStall      time.Duration // from the last one handed out to the end of the run
+	StallLimit      time.Duration // the final stall above which a set run fails (Config.StallLimit)
 
 	Register Verdict // the fenced-register model, per key
 	Tokens   Verdict // token monotonicity, per lock
@@ -64,6 +79,13 @@ func (r *Report) Violations() []string {
 	if r.Regressions > 0 {
 		v = append(v, fmt.Sprintf("%d token regressions", r.Regressions))
 	}
+	if r.Transfer && r.Final != r.TornNet {
+		v = append(v, fmt.Sprintf("sum of the counters %d is not the net %d of the torn transfers", r.Final, r.TornNet))
+	}
+	if r.DoubleHolders > 0 && !r.LeasesLost {
+		v = append(v, fmt.Sprintf("%d acquisitions while another owner's lease on the name was live", r.DoubleHolders))
+	}
+	v = append(v, r.progressViolations()...)
 	if r.Register.Result != porcupine.Ok {
 		v = append(v, "fenced-register check: "+r.Register.String())
 	}
@@ -79,12 +101,22 @@ func (r *Report) Print(w io.Writer) {
 	if r.Unfenced {
 		mode = "UNFENCED (lock only, plain writes)"
 	}
+	switch {
+	case r.Transfer:
+		mode = "transfers under sets of 2-3 names with DoMulti, " + mode
+	case r.Sets:
+		mode = "sets of 2-3 names with DoMulti, " + mode
+	}
 	fmt.Fprintf(w, "chaos on %s: %d workers, %d keys, TTL %v, %v (ran %v), seed %d, %s\n",
 		r.Name, r.Workers, r.Keys, r.TTL, r.Duration, r.Elapsed.Round(time.Millisecond), r.Seed, mode)
 	fmt.Fprintf(w, "faults: %d pauses past the TTL; network: %d delays, %d cuts, %d dropped replies\n",
 		r.Pauses, r.Delays, r.Cuts, r.Drops)
 	row := func(label string, v any) { fmt.Fprintf(w, "  %-34s %v\n", label, v) }
-	row("acquisitions", r.Acquisitions)
+	if r.Sets {
+		row("sets acquired", r.Acquisitions)
+	} else {
+		row("acquisitions", r.Acquisitions)
+	}
 	if r.AcquireFailures > 0 {
 		row("acquire calls that gave up", r.AcquireFailures)
 	}
@@ -93,16 +125,37 @@ func (r *Report) Print(w io.Writer) {
 	row("stale writes refused", r.StaleRefused)
 	row("stale writes accepted (must be 0)", r.StaleAccepted)
 	row("writes with unknown outcome", fmt.Sprintf("%d (retried with the same token)", r.UnknownWrites))
-	row("increments that landed", r.Increments)
+	if r.Transfer {
+		row("writes that landed", r.Increments)
+	} else {
+		row("increments that landed", r.Increments)
+	}
 	if r.Ambiguous > 0 {
 		row("increments with unknown outcome", fmt.Sprintf("%d (%d seen later, counted as landed)", r.Ambiguous, r.AmbiguousLanded))
 	}
 	row("final counters (sum)", r.Final)
-	row("lost increments (must be 0)", r.Lost)
+	if r.Transfer {
+		row("lost updates (must be 0)", r.Lost)
+	} else {
+		row("lost increments (must be 0)", r.Lost)
+	}
+	if r.Transfer {
+		row("transfers torn (one half landed)", fmt.Sprintf("%d, net %+d", r.Torn, r.TornNet))
+	}
 	if r.Extra > 0 {
 		row("unexplained increments (must be 0)", r.Extra)
 	}
 	row("token regressions (must be 0)", r.Regressions)
+	if r.LeasesLost {
+		row("two live holders (leases lost)", r.DoubleHolders)
+	} else {
+		row("two live holders (must be 0)", r.DoubleHolders)
+	}
+	row("longest time without acquisition", fmt.Sprintf("%v (from %v)", r.LongestStall.Round(time.Millisecond), r.StallAt.Round(time.Millisecond)))
+	if r.Sets {
+		row("none in the last (no deadlock)", fmt.Sprintf("%v (limit %v)", r.FinalStall.Round(time.Millisecond), r.StallLimit))
+	}
+	row("fewest acquisitions of a worker", r.FewestPerWorker)
 	row("fenced register, porcupine", fmt.Sprintf("%s (%d ops, %d segments)", r.Register, r.Register.Ops, r.Register.Segments))
 	row("token monotonicity, porcupine", fmt.Sprintf("%s (%d acquisitions, %d segments)", r.Tokens, r.Tokens.Ops, r.Tokens.Segments))
 	if v := r.Violations(); len(v) > 0 {
@@ -131,7 +184,7 @@ func (r *runner) check(hist []Op, final []Op) *Report {
 	r.mu.Lock()
 	rep := &Report{
 		Name: cfg.Name, Workers: cfg.Workers, Keys: cfg.Keys, TTL: cfg.TTL, Duration: cfg.Duration,
-		Seed: cfg.Seed, Unfenced: cfg.Unfenced,
+		Seed: cfg.Seed, Unfenced: cfg.Unfenced, Sets: cfg.Sets, Transfer: cfg.Transfer, LeasesLost: cfg.LeasesLost,
 		Pauses: r.pauses, Delays: r.delays, Cuts: r.cuts, Drops: r.drops,
 		Acquisitions: r.acquisitions, AcquireFailures: r.acquireFailures, Overlaps: r.overlaps,
 	}
@@ -185,7 +238,11 @@ func (r *runner) check(hist []Op, final []Op) *Report {
 			landed[id] = true
 		}
 	}
-	rep.Lost, rep.Extra = lostAndExtra(hist, final, landed)
+	if cfg.Transfer {
+		rep.Lost, rep.Extra, rep.Torn, rep.TornNet = chains(hist, final, landed)
+	} else {
+		rep.Lost, rep.Extra = lostAndExtra(hist, final, landed)
+	}
 
 	writes := byKind(hist, cfg.Keys, Put, Advance)
 	for _, ops := range writes {
@@ -193,6 +250,13 @@ func (r *runner) check(hist []Op, final []Op) *Report {
 		rep.StaleAccepted += n
 		if ex != "" && len(rep.Examples) < 3 {
 			rep.Examples = append(rep.Examples, "stale write accepted: "+ex)
+		}
+	}
+	for _, ops := range byKind(hist, cfg.Keys, Acquire, Release) {
+		n, ex := liveHolders(ops, cfg.TTL, cfg.ambiguity())
+		rep.DoubleHolders += n
+		if ex != "" && len(rep.Examples) < 3 {
+			rep.Examples = append(rep.Examples, "two live holders: "+ex)
 		}
 	}
 	acquires := byKind(hist, cfg.Keys, Acquire)

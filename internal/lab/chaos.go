@@ -23,6 +23,7 @@ func init() {
 
 const chaosUsage = `usage: fencelab chaos [-backend memory|redis|postgres] [-duration D] [-workers N]
                       [-keys K] [-ttl T] [-seed S] [-unfenced] [-polling] [-faults=false]
+                      [-sets [-transfer] [-stall-limit D]]
                       [-redis-url URL] [-postgres-url URL]
                       [-kill-server-every D [-kill-downtime D]]
                       [-shape lock|rw|semaphore [-permits N]]
@@ -30,8 +31,16 @@ const chaosUsage = `usage: fencelab chaos [-backend memory|redis|postgres] [-dur
 Workers increment shared counters under the lock (Advance, Get, fenced Put of
 value+1) while random pauses longer than the TTL freeze them and, for redis and
 postgres, a proxy started in this process delays, cuts and loses traffic to the
-server. The history is checked with porcupine against a fenced-register model
-and a token-monotonicity model, and counted directly. The exit code is 0 when
+server. With -sets each cycle takes the locks of 2 or 3 of the keys at once
+(DoMulti; -keys defaults to 4 then, so that sets overlap and come in opposite
+orders) and increments every key of the set, each write fenced by its own
+name's token; with -transfer it moves an amount from one counter of the set to
+another instead, and the checker follows each counter's chain of writes for
+lost updates and counts torn transfers (one half landed). The history is
+checked with porcupine against a fenced-register model and a
+token-monotonicity model, and counted directly; it is also checked for two
+live holders of one name and, with -sets, for a loss of progress (a run that
+acquired no set, or none in its last -stall-limit). The exit code is 0 when
 nothing was violated, 1 when something was (with -unfenced, lost increments
 are expected: they show the checker can fail), 2 on a usage or setup error.
 
@@ -61,7 +70,10 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 	var (
 		duration   = fs.Duration("duration", 3*time.Second, "how long workers start new cycles")
 		workers    = fs.Int("workers", 4, "concurrent workers")
-		keys       = fs.Int("keys", 3, "shared counters, each with its own lock")
+		keys       = fs.Int("keys", 0, "shared counters, each with its own lock (0: 3, or 4 with -sets)")
+		sets       = fs.Bool("sets", false, "take a set of 2-3 locks per cycle with DoMulti and increment each of its counters")
+		transfer   = fs.Bool("transfer", false, "with -sets (implied): move an amount between two counters of the set instead of incrementing each")
+		stallLimit = fs.Duration("stall-limit", 0, "with -sets: the run fails when no set was acquired for this long before its end (0: the largest of 2 op timeouts, 20 TTLs and 5s)")
 		seed       = fs.Uint64("seed", 0, "random seed for pauses and faults (0: random; the run is not replayable, timing is real)")
 		unfenced   = fs.Bool("unfenced", false, "write without fencing (lock only, plain writes): the checker must report lost increments")
 		polling    = fs.Bool("polling", false, "workers poll for their locks instead of waiting in line (lock.QueueOptions.Polling), as every acquire did before queued waiting")
@@ -93,6 +105,10 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 
 	if !chaosShapes[*shape] {
 		fmt.Fprintf(stderr, "fencelab chaos: unknown -shape %q (lock, rw or semaphore)\n", *shape)
+		return 2
+	}
+	if (*sets || *transfer) && *shape != "lock" {
+		fmt.Fprintln(stderr, "fencelab chaos: -sets and -transfer take sets of locks: use them with -shape lock")
 		return 2
 	}
 	if *killEvery < 0 || *downtime < 0 {
@@ -145,7 +161,7 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 	} else {
 		close(killsDone)
 	}
-	rep, err := runShape(ctx, *shape, *permits, killed != nil, chaos.Config{
+	rep, err := runShape(ctx, *shape, *permits, killed != nil && killed.forgets, chaos.Config{
 		Name:        name,
 		Backend:     backend,
 		Store:       store,
@@ -155,6 +171,10 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 		TTL:         *ttlFlag,
 		Seed:        *seed,
 		Unfenced:    *unfenced,
+		Sets:        *sets,
+		Transfer:    *transfer,
+		LeasesLost:  killed != nil && killed.forgets,
+		StallLimit:  *stallLimit,
 		Polling:     *polling,
 		PauseChance: pauseChance(*pause),
 		Network:     network,

@@ -21,10 +21,10 @@ type chaosReport interface {
 
 // runShape runs the chaos run of shape on cfg: chaos.Run for "lock",
 // chaos.RunPermits with permits (a semaphore's number) for the others, on a
-// backend that has permits. serverKilled says that the run kills the
-// server: a restart may lose every permit, so the shape's checks are then
-// figures (chaos.PermitConfig.ServerForgets).
-func runShape(ctx context.Context, shape string, permits int, serverKilled bool, cfg chaos.Config) (chaosReport, error) {
+// backend that has permits. serverForgets says that the run kills a
+// server whose restart loses every permit (Redis without persistence), so
+// the shape's checks are then figures (chaos.PermitConfig.ServerForgets).
+func runShape(ctx context.Context, shape string, permits int, serverForgets bool, cfg chaos.Config) (chaosReport, error) {
 	if shape == "lock" {
 		rep, err := chaos.Run(ctx, cfg)
 		if err != nil {
@@ -38,7 +38,7 @@ func runShape(ctx context.Context, shape string, permits int, serverKilled bool,
 	if _, ok := cfg.Backend.(lock.PermitBackend); !ok {
 		return nil, fmt.Errorf("-shape %s: backend %q has no semaphores or read-write locks (%T is not a lock.PermitBackend)", shape, cfg.Name, cfg.Backend)
 	}
-	rep, err := chaos.RunPermits(ctx, chaos.PermitConfig{Config: cfg, Shape: chaos.Shape(shape), Permits: permits, ServerForgets: serverKilled})
+	rep, err := chaos.RunPermits(ctx, chaos.PermitConfig{Config: cfg, Shape: chaos.Shape(shape), Permits: permits, ServerForgets: serverForgets})
 	if err != nil {
 		return nil, err
 	}

@@ -75,3 +75,34 @@ func TestChaosCommandBehindProxy(t *testing.T) {
 		}
 	})
 }
+
+func TestChaosCommandSets(t *testing.T) {
+	code, out := chaosCLI(t, "-backend", "memory", "-sets", "-duration", "1s", "-ttl", "30ms", "-workers", "5", "-seed", "8")
+	if code != 0 || !strings.Contains(out, "no violation") || !strings.Contains(out, "4 keys") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"sets of 2-3 names with DoMulti", "sets acquired", "two live holders (must be 0)       0",
+		"lost increments (must be 0)        0", "none in the last (no deadlock)", "(limit 5s)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	code, out = chaosCLI(t, "-backend", "memory", "-sets", "-duration", "1s", "-ttl", "30ms", "-workers", "5", "-unfenced", "-polling")
+	if code != 1 || !strings.Contains(out, "increments lost") {
+		t.Fatalf("unfenced sets: exit %d, want 1 with lost increments:\n%s", code, out)
+	}
+	if code, out := chaosCLI(t, "-backend", "memory", "-sets", "-shape", "rw"); code != 2 || !strings.Contains(out, "-shape lock") {
+		t.Fatalf("sets of permits: exit %d, want 2\n%s", code, out)
+	}
+	if code, out := chaosCLI(t, "-backend", "memory", "-sets", "-keys", "1"); code != 2 || !strings.Contains(out, "at least 2 keys") {
+		t.Fatalf("sets over one key: exit %d, want 2\n%s", code, out)
+	}
+}
+
+func TestChaosCommandTransfer(t *testing.T) {
+	code, out := chaosCLI(t, "-backend", "memory", "-transfer", "-duration", "1s", "-ttl", "30ms", "-workers", "5", "-seed", "9")
+	if code != 0 || !strings.Contains(out, "no violation") || !strings.Contains(out, "transfers under sets") ||
+		!strings.Contains(out, "transfers torn (one half landed)") || !strings.Contains(out, "lost updates (must be 0)           0") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}

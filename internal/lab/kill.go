@@ -30,6 +30,10 @@ type killedServer struct {
 	target killable
 	addr   string // the killed server's host:port, for the proxy
 	how    string // how a kill happens, for the report
+	// forgets says that a kill loses every lease (a Redis without
+	// persistence): another owner may then take a name whose holder's
+	// lease had time left, which the chaos checker must not count.
+	forgets bool
 	// open opens the backend and store, with the clients of the killed
 	// server dialing dial (the server's address, or the proxy's).
 	open  func(ctx context.Context, dial string) (lock.Backend, fence.Store, func(), error)
@@ -138,10 +142,11 @@ func openKilledRedis(ctx context.Context) (*killedServer, error) {
 		return nil, err
 	}
 	return &killedServer{
-		target: locks,
-		addr:   locks.Addr(),
-		how:    "lock server redis-server SIGKILL, restarted without persistence; fenced data on a second redis-server",
-		close:  closeAll,
+		target:  locks,
+		addr:    locks.Addr(),
+		how:     "lock server redis-server SIGKILL, restarted without persistence; fenced data on a second redis-server",
+		forgets: true,
+		close:   closeAll,
 		open: func(ctx context.Context, dial string) (lock.Backend, fence.Store, func(), error) {
 			prefix := "fencelab_" + runID()
 			lc := goredis.NewClient(&goredis.Options{Addr: dial})
