@@ -45,6 +45,9 @@ type Backend struct {
 	lines lines
 	// spares are place leases kept for reuse (see spareLease).
 	spares spares
+	// permitWaits is what each waiter in a permit line waits after (see
+	// AwaitPermit).
+	permitWaits permitWaits
 }
 
 // NewBackend returns a Backend that keeps its leases in client, normally a

@@ -1,0 +1,91 @@
+package etcd
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/fencekit/fencekit/lock"
+)
+
+// permitWaits holds, for each (name, owner) in a permit line, the revision
+// of the read on which its last AcquirePermit refused it: AwaitPermit
+// watches from the revision after it, so that a release, expiry or
+// departure that came after that read wakes owner even when it came before
+// AwaitPermit began.
+type permitWaits struct {
+	mu sync.Mutex
+	m  map[[2]string]int64
+}
+
+func (w *permitWaits) set(name, owner string, rev int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[[2]string]int64{}
+	}
+	w.m[[2]string{name, owner}] = rev
+}
+
+func (w *permitWaits) get(name, owner string) (int64, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rev, ok := w.m[[2]string{name, owner}]
+	return rev, ok
+}
+
+func (w *permitWaits) drop(name, owner string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.m, [2]string{name, owner})
+}
+
+// AwaitPermit blocks until a key of name is deleted after the read on which
+// owner's last AcquirePermit refused it (a permit released or expired, a
+// place taken up, left or expired: each may let owner in), max has passed,
+// or ctx ends. It returns at once when owner is not in name's line.
+//
+// It is one watch of the name's keys, from the revision after that read,
+// deletions only, for this call: a watch create and, at the end, a cancel
+// on the client's shared watch stream. A watch that starts in the past is
+// served by etcd's catch-up loop, which runs every 100 ms, so a wake-up
+// that happened between the refusal and the call can take that long to
+// arrive; one after the call arrives at once. When the watch breaks (no
+// leader, the revision compacted) it returns early, and the waiter asks
+// again. On a Client that cannot watch it waits max, at most 50 ms.
+func (b *Backend) AwaitPermit(ctx context.Context, name, owner string, max time.Duration) error {
+	if err := lock.ValidateName(name, owner); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	rev, ok := b.permitWaits.get(name, owner)
+	if !ok {
+		return nil
+	}
+	watcher, ok := b.client.(clientv3.Watcher)
+	if !ok {
+		max = min(max, pollInLine)
+	}
+	wctx, cancel := context.WithTimeout(ctx, max)
+	defer cancel()
+	if !ok {
+		<-wctx.Done()
+		return ctx.Err()
+	}
+	wch := watcher.Watch(clientv3.WithRequireLeader(wctx), b.PermitKey(name),
+		clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+	for {
+		select {
+		case wr, open := <-wch:
+			if !open || wr.Err() != nil || wr.Canceled || len(wr.Events) > 0 {
+				return ctx.Err()
+			}
+		case <-wctx.Done():
+			return ctx.Err()
+		}
+	}
+}
