@@ -198,6 +198,7 @@ func (c *Client) attempt(ctx context.Context, name, owner string, ttl time.Durat
 		return nil, Transient(fmt.Errorf("%w: %q: the acquire reply arrived after the lease's local deadline", ErrLost, name))
 	}
 	l := newLease(c, name, owner, token, ttl, deadline)
+	l.priorWriter, _ = priorWriter(c.backend)
 	l.mu.Lock()
 	l.metadata = MetadataFromContext(mdctx)
 	l.mu.Unlock()

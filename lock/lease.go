@@ -36,6 +36,10 @@ type Lease struct {
 	name   string
 	owner  string
 	token  fence.Token
+	// priorWriter is, for a permit of a read-write lock, the token of the
+	// newest writer granted before it (see PriorWriter). Set before the
+	// lease is handed out, never changed.
+	priorWriter fence.Token
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -88,6 +92,14 @@ func (l *Lease) Name() string { return l.name }
 // Token returns the lease's fencing token. Pass it with every write the lock
 // protects.
 func (l *Lease) Token() fence.Token { return l.token }
+
+// PriorWriter returns, for a lease of a read-write lock (RWLock), the
+// token of the newest write lease granted on the lock before this one: 0
+// when there was none, and always 0 for other leases. A reader compares it
+// with a store's fence (fence.Store.Get returns it) to learn whether a newer
+// writer has written since it began: a fence above PriorWriter means one
+// has.
+func (l *Lease) PriorWriter() fence.Token { return l.priorWriter }
 
 // Owner returns the lease's owner value: 128 random bits in hex.
 func (l *Lease) Owner() string { return l.owner }

@@ -21,6 +21,9 @@ type Backend struct {
 	leases map[string]lease
 	last   map[string]fence.Token // the highest token ever minted per name
 	queues map[string][]*place    // the waiters per name, first in line first (queue.go)
+	// permits are the semaphores and read-write locks, apart from leases
+	// (permits.go).
+	permits map[string]*permitName
 }
 
 type lease struct {
@@ -32,7 +35,7 @@ type lease struct {
 
 // NewBackend returns an empty Backend on the real clock.
 func NewBackend() *Backend {
-	return &Backend{now: time.Now, leases: map[string]lease{}, last: map[string]fence.Token{}, queues: map[string][]*place{}}
+	return &Backend{now: time.Now, leases: map[string]lease{}, last: map[string]fence.Token{}, queues: map[string][]*place{}, permits: map[string]*permitName{}}
 }
 
 // live returns the live lease on name, if any. The caller holds b.mu.

@@ -100,6 +100,9 @@ func Run(t *testing.T, newBackend func(t *testing.T) lock.Backend) {
 	if _, ok := newBackend(t).(lock.Resumer); ok {
 		RunResume(t, newBackend) // resume_checks.go
 	}
+	if _, ok := newBackend(t).(lock.PermitBackend); ok {
+		t.Run("Permits", func(t *testing.T) { RunPermits(t, newBackend) }) // permit_checks.go
+	}
 }
 
 // Namespace returns a fresh random lock-name prefix.
