@@ -79,7 +79,8 @@ import (
 //     honours its context, and failures a retry may cure are Retryable, as
 //     for Backend.
 //
-// Types that satisfy PermitBackend in this module: *memory.Backend.
+// Types that satisfy PermitBackend in this module: *memory.Backend; in
+// modules of their own: *etcd.Backend (adapters/etcd).
 type PermitBackend interface {
 	// AcquirePermit takes a permit on name for owner, or keeps owner's
 	// place in line when req.Place > 0.

@@ -405,3 +405,59 @@ func TestPermitRoundTrips(t *testing.T) {
 	want("LeavePermitLine", 1, func() error { return b.LeavePermitLine(ctx, "s", w) })
 	want("ReleasePermit", 1, func() error { return b.ReleasePermit(ctx, "s", h) })
 }
+
+// TestPermitKeyLayout backs docs/etcd.md's permit rows: the keys' names
+// (escaped), the holder and the place each on an etcd lease of its own, the
+// guard and the last-writer key on none, the writer key's mod revision the
+// write permit's token, and a permit's token its key's create revision.
+func TestPermitKeyLayout(t *testing.T) {
+	cl := sharedClient(t)
+	ns := prefix(t)
+	ctx := testkit.Context(t)
+	b := fenceetcd.NewBackend(cl, &fenceetcd.BackendOptions{Prefix: ns})
+	if got, want := b.PermitKey("a/b"), ns+"permit/a%2Fb/"; got != want {
+		t.Fatalf("PermitKey = %q; want %q", got, want)
+	}
+	w, r := testkit.Owner(t), testkit.Owner(t)
+	wp, err := b.AcquirePermit(ctx, "a/b", w, rw(lock.WritePermit, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.AcquirePermit(ctx, "a/b", r, rw(lock.ReadPermit, permitPlace)); !errors.Is(err, lock.ErrHeld) {
+		t.Fatalf("reader beside a writer: %v; want ErrHeld", err)
+	}
+	p := b.PermitKey("a/b")
+	get, err := cl.Get(ctx, p, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kvs := map[string]*struct {
+		lease, create, mod int64
+		value              string
+	}{}
+	for _, kv := range get.Kvs {
+		kvs[string(kv.Key)] = &struct {
+			lease, create, mod int64
+			value              string
+		}{kv.Lease, kv.CreateRevision, kv.ModRevision, string(kv.Value)}
+	}
+	if len(kvs) != 4 {
+		t.Fatalf("keys under %q: %d; want 4 (guard, writer, holder, place)", p, len(kvs))
+	}
+	g, wr, h, q := kvs[p+"g"], kvs[p+"w"], kvs[p+"h/"+w], kvs[p+"q/"+r]
+	if g == nil || wr == nil || h == nil || q == nil {
+		t.Fatalf("keys %v; want g, w, h/<writer>, q/<reader>", kvs)
+	}
+	if g.lease != 0 || wr.lease != 0 {
+		t.Errorf("guard lease %x, writer key lease %x; want none", g.lease, wr.lease)
+	}
+	if h.lease == 0 || q.lease == 0 || h.lease == q.lease {
+		t.Errorf("holder lease %x, place lease %x; want two leases", h.lease, q.lease)
+	}
+	if fence.Token(h.create) != wp.Token || fence.Token(wr.mod) != wp.Token {
+		t.Errorf("holder created at %d, writer key written at %d; want both %d", h.create, wr.mod, wp.Token)
+	}
+	if g.value != fmt.Sprint(int(lock.WritePermit), " 0") || q.value != fmt.Sprint(int(lock.ReadPermit)) {
+		t.Errorf("guard %q, place %q", g.value, q.value)
+	}
+}

@@ -20,10 +20,15 @@ type permitWaits struct {
 	m  map[[2]string]int64
 }
 
+// maxPermitWaits bounds the waits kept: a waiter that gives up without
+// LeavePermitLine leaves its entry behind. Forgetting one only makes that
+// owner's next AwaitPermit return at once.
+const maxPermitWaits = 4096
+
 func (w *permitWaits) set(name, owner string, rev int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.m == nil {
+	if w.m == nil || len(w.m) >= maxPermitWaits {
 		w.m = map[[2]string]int64{}
 	}
 	w.m[[2]string{name, owner}] = rev
