@@ -52,14 +52,16 @@ func (w *permitWaits) drop(name, owner string) {
 // place taken up, left or expired: each may let owner in), max has passed,
 // or ctx ends. It returns at once when owner is not in name's line.
 //
-// It is one watch of the name's keys, from the revision after that read,
-// deletions only, for this call: a watch create and, at the end, a cancel
-// on the client's shared watch stream. A watch that starts in the past is
-// served by etcd's catch-up loop, which runs every 100 ms, so a wake-up
-// that happened between the refusal and the call can take that long to
-// arrive; one after the call arrives at once. When the watch breaks (no
-// leader, the revision compacted) it returns early, and the waiter asks
-// again. On a Client that cannot watch it waits max, at most 50 ms.
+// It is one watch of the name's keys, deletions only, for this call: a
+// watch create and, at the end, a cancel on the client's shared watch
+// stream. The watch starts now, not at that read (a watch from a past
+// revision waits for etcd's catch-up loop, which runs every 100 ms); when
+// the cluster's revision moved on since the read, one read-only Txn
+// compares the name's keys at the read's revision and at the watch's
+// start, and a key gone or made anew in between wakes owner at once, so no
+// wake-up is lost. When the watch breaks (no leader) or the read's
+// revision was compacted, it returns early and the waiter asks again. On a
+// Client that cannot watch it waits max, at most 50 ms.
 func (b *Backend) AwaitPermit(ctx context.Context, name, owner string, max time.Duration) error {
 	if err := lock.ValidateName(name, owner); err != nil {
 		return err
@@ -81,16 +83,47 @@ func (b *Backend) AwaitPermit(ctx context.Context, name, owner string, max time.
 		<-wctx.Done()
 		return ctx.Err()
 	}
-	wch := watcher.Watch(clientv3.WithRequireLeader(wctx), b.PermitKey(name),
-		clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+	pk := b.PermitKey(name)
+	wch := watcher.Watch(clientv3.WithRequireLeader(wctx), pk,
+		clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+	created := false
 	for {
 		select {
 		case wr, open := <-wch:
 			if !open || wr.Err() != nil || wr.Canceled || len(wr.Events) > 0 {
 				return ctx.Err()
 			}
+			if wr.Created && !created {
+				created = true
+				if r0 := wr.Header.Revision; r0 > rev && b.deletedBetween(wctx, pk, rev, r0) {
+					return ctx.Err()
+				}
+			}
 		case <-wctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// deletedBetween reports whether a key under pk that existed at revision
+// from was deleted by revision to (gone, or made anew); true too when the
+// read fails, so that the waiter asks again rather than miss its turn.
+func (b *Backend) deletedBetween(ctx context.Context, pk string, from, to int64) bool {
+	resp, err := b.client.Txn(ctx).Then(
+		clientv3.OpGet(pk, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(from)),
+		clientv3.OpGet(pk, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(to)),
+	).Commit()
+	if err != nil {
+		return true
+	}
+	now := map[string]int64{}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		now[string(kv.Key)] = kv.CreateRevision
+	}
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		if now[string(kv.Key)] != kv.CreateRevision {
+			return true
+		}
+	}
+	return false
 }
