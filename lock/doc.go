@@ -17,6 +17,12 @@
 // context that ends with the caller's context or the lease, whichever ends
 // first.
 //
+// Besides one name with one holder, a Client takes several names at once
+// (AcquireMulti, DoMulti: all or nothing, a token per name), resumes a live
+// lease by its owner value (Resume), and, over a backend with the optional
+// PermitBackend, hands out permits of a Semaphore (up to N holders) and of an
+// RWLock (many readers or one writer). A permit is a Lease like any other.
+//
 // A Lease carries its fencing token. Pass it with every protected write to a
 // fence.Store (or use Lease.Fenced): the store refuses writes from a holder
 // whose lease has silently expired, which the lock alone can never prevent.

@@ -30,6 +30,10 @@ type Defects struct {
 	// waits for its reply), as a store that compares on the client side
 	// does, so a write is two requests.
 	ReadFirst bool
+	// RemintPermits makes AcquirePermit release the owner's permit before
+	// asking for one, as a client that starts every attempt afresh does: a
+	// retry after a lost reply gets a new token.
+	RemintPermits bool
 }
 
 // resends is how many times a call is sent again after a network error when

@@ -28,6 +28,8 @@ type request struct {
 	Value []byte        `json:"value,omitempty"`
 	Owner string        `json:"owner,omitempty"`
 	TTL   time.Duration `json:"ttl,omitempty"`
+	// Permit is AcquirePermit's request (permits.go).
+	Permit *lock.PermitRequest `json:"permit,omitempty"`
 }
 
 // Error kinds on the wire.
@@ -50,6 +52,9 @@ type reply struct {
 	Found bool          `json:"found,omitempty"`
 	Info  *lock.Info    `json:"info,omitempty"`
 	TTL   time.Duration `json:"ttl,omitempty"`
+	// Permit and Permits are the replies of the permit calls.
+	Permit  *lock.Permit  `json:"grant,omitempty"`
+	Permits *lock.Permits `json:"permits,omitempty"`
 }
 
 // Server serves one memory Store and one memory Backend on a loopback port.
@@ -158,6 +163,8 @@ func (s *Server) execute(req request) reply {
 		var info lock.Info
 		info, err = s.backend.Inspect(ctx, req.Key)
 		r.Info = &info
+	case "acquire-permit", "extend-permit", "release-permit", "leave-permit", "inspect-permits":
+		r, err = s.executePermit(ctx, req)
 	default:
 		err = errors.New("unknown op " + req.Op)
 	}

@@ -41,6 +41,12 @@ type FaultEnv struct {
 	// backends. It needs a client that sends each request in one piece
 	// (see faultproxy.Proxy.HoldRepliesAfter).
 	RequestsBeforeAcquire int
+	// RequestsBeforePermit is RequestsBeforeAcquire for AcquirePermit, on a
+	// lock.PermitBackend: how many requests it sends, each waiting for its
+	// reply, before the one that makes the grant (a COMMIT after the
+	// statements of a transaction, say). Zero suits a backend whose
+	// AcquirePermit is one request.
+	RequestsBeforePermit int
 }
 
 // FaultCheck is one check of the fault kit.
@@ -71,7 +77,8 @@ const FaultTimeout = 60 * time.Second
 // context.DeadlineExceeded at about that deadline, and nothing is lost.
 // On a backend that implements lock.Resumer it also runs ResumeFaultChecks
 // (it calls newBackend once more, with a plain dialer, to find out): a
-// Resume whose reply is lost, retried, keeps the same token.
+// Resume whose reply is lost, retried, keeps the same token. The checks of
+// permits are RunPermitFaults.
 func RunFaults(t *testing.T, addr string, newBackend NewNetBackend) {
 	t.Helper()
 	checks := FaultChecks()

@@ -32,6 +32,7 @@ func wireBackends(t *testing.T, d wirestore.Defects) (addr string, newBackend lo
 func TestRunFaultsOnANetworkBackend(t *testing.T) {
 	addr, newBackend := wireBackends(t, wirestore.Defects{})
 	locktest.RunFaults(t, addr, newBackend)
+	locktest.RunPermitFaults(t, addr, newBackend, 0)
 }
 
 // TestFaultKitCatchesBrokenClients shows that each fault check fails on a

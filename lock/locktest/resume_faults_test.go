@@ -3,6 +3,7 @@ package locktest_test
 import (
 	"context"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -75,6 +76,45 @@ func TestResumeFaultCheck(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("result: %v", err)
+		})
+	}
+}
+
+// TestPermitFaultChecks: the permit fault checks pass on a correct network
+// backend, and the lost-reply check fails on a client that releases and
+// asks again on every attempt, so that its retry mints a new token.
+func TestPermitFaultChecks(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		defects  wirestore.Defects
+		before   int // requests before the one that takes the permit
+		mustFail []string
+	}{
+		{"correct", wirestore.Defects{}, 0, nil},
+		{"mints again on a retry", wirestore.Defects{RemintPermits: true}, 1, []string{"PermitAcquireLostReplyRetriedSameToken"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, newBackend := wireBackends(t, tc.defects)
+			for _, c := range locktest.PermitFaultChecks() {
+				p, err := faultproxy.Start(addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var d net.Dialer
+				env := locktest.FaultEnv{Backend: newBackend(t, p.Dial), Proxy: p, Other: newBackend(t, d.DialContext), NS: locktest.Namespace(), RequestsBeforePermit: tc.before}
+				ctx, cancel := context.WithTimeout(context.Background(), locktest.FaultTimeout)
+				err = c.Run(ctx, env)
+				cancel()
+				_ = p.Close()
+				switch want := slices.Contains(tc.mustFail, c.Name); {
+				case want && err == nil:
+					t.Errorf("%s passed on a client that %s", c.Name, tc.name)
+				case !want && err != nil:
+					t.Errorf("%s failed: %v", c.Name, err)
+				case err != nil:
+					t.Logf("%s: %v", c.Name, err)
+				}
+			}
 		})
 	}
 }
