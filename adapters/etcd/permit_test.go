@@ -461,3 +461,100 @@ func TestPermitKeyLayout(t *testing.T) {
 		t.Errorf("guard %q, place %q", g.value, q.value)
 	}
 }
+
+// lossyClient is a real client that, when armed with n, commits the n-th
+// Txn from then on and then reports it failed, as when the reply is lost on
+// the way back.
+type lossyClient struct {
+	fenceetcd.Client
+	mu   sync.Mutex
+	left int // Txns still to go before the lossy one; 0: not armed
+}
+
+var errLostReply = errors.New("the reply was lost")
+
+func (c *lossyClient) arm(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.left = n
+}
+
+func (c *lossyClient) Txn(ctx context.Context) clientv3.Txn {
+	return &lossyTxn{Txn: c.Client.Txn(ctx), c: c}
+}
+
+type lossyTxn struct {
+	clientv3.Txn
+	c *lossyClient
+}
+
+func (t *lossyTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
+func (t *lossyTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
+func (t *lossyTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+
+func (t *lossyTxn) Commit() (*clientv3.TxnResponse, error) {
+	resp, err := t.Txn.Commit()
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	if t.c.left > 0 {
+		t.c.left--
+		if t.c.left == 0 && err == nil {
+			return nil, errLostReply
+		}
+	}
+	return resp, err
+}
+
+// TestPermitLostReplies: an AcquirePermit whose granting Txn landed but
+// whose reply was lost, retried by its owner, gets the same token (it
+// never mints a second permit or refuses its own caller); one whose
+// queueing Txn's reply was lost, retried, keeps one place in line.
+func TestPermitLostReplies(t *testing.T) {
+	fc := &lossyClient{Client: sharedClient(t)}
+	ctx := testkit.Context(t)
+	b := fenceetcd.NewBackend(fc, &fenceetcd.BackendOptions{Prefix: prefix(t)})
+	a, w := testkit.Owner(t), testkit.Owner(t)
+
+	fc.arm(2) // the read, then the grant
+	if _, err := b.AcquirePermit(ctx, "sem", a, sem(1, 0)); !errors.Is(err, errLostReply) {
+		t.Fatalf("AcquirePermit with its grant's reply lost: %v; want the loss", err)
+	}
+	ps, err := b.InspectPermits(ctx, "sem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps.Holders) != 1 || ps.Holders[0].Owner != a {
+		t.Fatalf("after the lost reply: holders %+v; want owner a alone", ps.Holders)
+	}
+	p, err := b.AcquirePermit(ctx, "sem", a, sem(1, 0))
+	if err != nil {
+		t.Fatalf("AcquirePermit retried after the lost reply: %v; want the same permit", err)
+	}
+	if p.Token != ps.Holders[0].Token {
+		t.Fatalf("retried AcquirePermit: token %d; the permit has %d", p.Token, ps.Holders[0].Token)
+	}
+
+	fc.arm(2) // the read, then the Txn that makes the place
+	if _, err := b.AcquirePermit(ctx, "sem", w, sem(1, permitPlace)); !errors.Is(err, errLostReply) {
+		t.Fatalf("AcquirePermit with its queueing reply lost: %v; want the loss", err)
+	}
+	if _, err := b.AcquirePermit(ctx, "sem", w, sem(1, permitPlace)); !errors.Is(err, lock.ErrHeld) {
+		t.Fatalf("queueing retried: %v; want ErrHeld", err)
+	}
+	if ps, err = b.InspectPermits(ctx, "sem"); err != nil {
+		t.Fatal(err)
+	}
+	if ps.Waiting != 1 {
+		t.Fatalf("one waiter whose queueing reply was lost, retried: %d places; want 1", ps.Waiting)
+	}
+	if err := b.ReleasePermit(ctx, "sem", a); err != nil {
+		t.Fatal(err)
+	}
+	wp, err := awaitGrant(ctx, b, "sem", w, sem(1, permitPlace))
+	if err != nil {
+		t.Fatalf("the waiter after the release: %v", err)
+	}
+	if wp.Token <= p.Token {
+		t.Fatalf("waiter's token %d is not above %d", wp.Token, p.Token)
+	}
+}
