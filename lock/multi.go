@@ -38,7 +38,8 @@ import (
 //     is sent.
 //
 // Types that satisfy MultiBackend in this module: *memory.Backend,
-// *redis.Backend and *postgres.Backend.
+// *redis.Backend, *postgres.Backend and *sqldb.Backend; in the module
+// adapters/etcd, *etcd.Backend.
 type MultiBackend interface {
 	Backend
 	// AcquireMulti takes every name for owner for ttl, or none of them.

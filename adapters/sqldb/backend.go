@@ -161,7 +161,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	}
 	where := fmt.Sprintf("acquire %q", name)
 	for attempt := 1; ; attempt++ {
-		token, held, err := b.tryAcquire(ctx, name, owner, ttl, md)
+		token, held, err := b.tryAcquire(ctx, b.db, name, owner, ttl, md)
 		switch {
 		case err != nil && isConflict(err) && attempt < 3 && ctx.Err() == nil:
 			continue // the statement was undone whole: run it again
@@ -184,12 +184,13 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	}
 }
 
-// tryAcquire runs the acquire statement once: the token taken, or (on
-// PostgreSQL) the holder's remaining TTL, or neither.
-func (b *Backend) tryAcquire(ctx context.Context, name, owner string, ttl time.Duration, md string) (fence.Token, time.Duration, error) {
+// tryAcquire runs the acquire statement once on db (b.db, or AcquireMulti's
+// transaction): the token taken, or (on PostgreSQL) the holder's remaining
+// TTL, or neither.
+func (b *Backend) tryAcquire(ctx context.Context, db execer, name, owner string, ttl time.Duration, md string) (fence.Token, time.Duration, error) {
 	micros := ttl.Microseconds()
 	if b.d == MySQL {
-		res, err := b.db.ExecContext(ctx, b.acquire, name, owner, micros, md)
+		res, err := db.ExecContext(ctx, b.acquire, name, owner, micros, md)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -197,7 +198,7 @@ func (b *Backend) tryAcquire(ctx context.Context, name, owner string, ttl time.D
 		return fence.Token(id), 0, err
 	}
 	var token, heldMicros sql.NullInt64
-	err := b.db.QueryRowContext(ctx, b.acquire, name, owner, micros, md).Scan(&token, &heldMicros)
+	err := db.QueryRowContext(ctx, b.acquire, name, owner, micros, md).Scan(&token, &heldMicros)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return 0, 0, nil
@@ -328,17 +329,27 @@ func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
 }
 
 func (b *Backend) inspect(ctx context.Context, name string) (lock.Info, error) {
+	info, err := b.lookupOn(ctx, b.db, b.lookup, name)
+	if err != nil {
+		return lock.Info{}, classify(ctx, b.d, b.table, fixMigrate, fmt.Sprintf("inspect %q", name), err)
+	}
+	return info, nil
+}
+
+// lookupOn reads name's row with query (b.lookup, or b.lookup FOR UPDATE)
+// on db (b.db, or AcquireMulti's transaction); its errors are the driver's.
+func (b *Backend) lookupOn(ctx context.Context, db execer, query, name string) (lock.Info, error) {
 	var (
 		owner, md sql.NullString
 		token     int64
 		remaining sql.NullInt64
 	)
-	err := b.db.QueryRowContext(ctx, b.lookup, name).Scan(&owner, &token, &remaining, &md)
+	err := db.QueryRowContext(ctx, query, name).Scan(&owner, &token, &remaining, &md)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return lock.Info{Name: name}, nil
 	case err != nil:
-		return lock.Info{}, classify(ctx, b.d, b.table, fixMigrate, fmt.Sprintf("inspect %q", name), err)
+		return lock.Info{}, err
 	}
 	if !owner.Valid || !remaining.Valid || remaining.Int64 <= 0 {
 		return lock.Info{Name: name}, nil
