@@ -79,8 +79,9 @@ import (
 //     honours its context, and failures a retry may cure are Retryable, as
 //     for Backend.
 //
-// Types that satisfy PermitBackend in this module: *memory.Backend; in
-// modules of their own: *etcd.Backend (adapters/etcd).
+// Types that satisfy PermitBackend in this module: *memory.Backend,
+// *redis.Backend and *postgres.Backend; in modules of their own:
+// *etcd.Backend (adapters/etcd).
 type PermitBackend interface {
 	// AcquirePermit takes a permit on name for owner, or keeps owner's
 	// place in line when req.Place > 0.

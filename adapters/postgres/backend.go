@@ -55,6 +55,9 @@ type Backend struct {
 	waker                            *waker           // see AwaitTurn
 	queue                            string           // the queue table, sanitized, for messages
 	unqueued                         pgqueue.Unqueued // waiters polling without the queue table (queue_fallback.go)
+	permits                          permitSQL        // see AcquirePermit
+	permitTable                      string           // the permits' state table, sanitized, for messages
+	permitErr                        error            // why this lease table has no permit tables, if so
 }
 
 // NewBackend returns a Backend on pool with the lease table named in opts
@@ -78,7 +81,12 @@ func NewBackend(pool Pool, opts *Options) *Backend {
 	// table); pgx sends a TTL as an interval.
 	q := pgqueue.Build(table, queue, "$3::interval", "$5::interval", "$6")
 	acquireQueued, release, leave := q.Acquire, q.Release, q.Leave
+	_, lo := opts.identifiers()
+	pt, permitErr := newPermitTables(lo)
 	return &Backend{
+		permits:       buildPermitSQL(pt),
+		permitTable:   pt.state,
+		permitErr:     permitErr,
 		acquireQueued: acquireQueued,
 		release:       release,
 		leave:         leave,

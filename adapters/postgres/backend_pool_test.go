@@ -58,5 +58,5 @@ func TestMigrateRefusesOneTableForBoth(t *testing.T) {
 	require.NoError(t, postgres.Migrate(ctx, pool, nil))
 	err = postgres.Migrate(ctx, pool, &postgres.Options{LeaseTable: pgx.Identifier{schema, postgres.DefaultStoreTable}})
 	require.ErrorIs(t, err, fence.ErrInvalid)
-	require.Equal(t, 3, tables()) // store, leases and the leases' queue
+	require.Equal(t, 6, tables()) // store, leases, the leases' queue and its three permit tables
 }

@@ -46,8 +46,11 @@ func TestFaults(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		queue := pgx.Identifier{ns + "_leases_queue"}
-		for _, table := range []pgx.Identifier{opts.StoreTable, opts.LeaseTable, queue} {
+		tables := []pgx.Identifier{opts.StoreTable, opts.LeaseTable}
+		for _, suffix := range []string{"_queue", "_permits", "_permit_holders", "_permit_places"} {
+			tables = append(tables, pgx.Identifier{ns + "_leases" + suffix})
+		}
+		for _, table := range tables {
 			if _, err := admin.Exec(ctx, "DROP TABLE IF EXISTS "+table.Sanitize()); err != nil {
 				t.Logf("drop %s: %v", table.Sanitize(), err)
 			}
@@ -73,5 +76,11 @@ func TestFaults(t *testing.T) {
 		locktest.RunFaults(t, addr, func(t *testing.T, dial faultproxy.DialFunc) lock.Backend {
 			return postgres.NewBackend(pool(t, dial), opts)
 		})
+	})
+	t.Run("Permits", func(t *testing.T) {
+		// AcquirePermit is one request: a batch, sent as one write.
+		locktest.RunPermitFaults(t, addr, func(t *testing.T, dial faultproxy.DialFunc) lock.Backend {
+			return postgres.NewBackend(pool(t, dial), opts)
+		}, 0)
 	})
 }

@@ -45,7 +45,11 @@
 // (Backend.AcquireOrEnqueue, a lock.QueueBackend): while someone waits, the
 // Backend keeps one connection out of the pool that LISTENs for the
 // wake-ups Release sends with NOTIFY. Backend.Sweep, a maintenance call, is
-// a short transaction per batch of rows.
+// a short transaction per batch of rows. The semaphores and read-write
+// locks (Backend.AcquirePermit, a lock.PermitBackend) send a batch of two
+// statements per call, one round trip, run as one implicit transaction: the
+// first locks the name's row, so that the second decides on what the
+// previous holder of that lock committed.
 package postgres
 
 import (
@@ -141,6 +145,9 @@ func (o *Options) tables() (store, leases string, err error) {
 	if queue, err := queueTable(lo); err == nil && queue == store {
 		return "", "", fence.Invalid("postgres: StoreTable %s is the queue table of LeaseTable %s; name it otherwise", store, leases)
 	}
+	if pt, err := newPermitTables(lo); err == nil && (pt.state == store || pt.holders == store || pt.places == store) {
+		return "", "", fence.Invalid("postgres: StoreTable %s is a permit table of LeaseTable %s; name it otherwise", store, leases)
+	}
 	return store, leases, nil
 }
 
@@ -208,18 +215,29 @@ CREATE TABLE IF NOT EXISTS %s (
     expires_at timestamptz,
     metadata   text
 );
-`, migrateLockKey, store, leases) + pgqueue.Table(queue) + ";\n" + upgradeSQL(leases), nil
+`, migrateLockKey, store, leases) + pgqueue.Table(queue) + ";\n" + permitDDL(lo) + upgradeSQL(leases), nil
 }
 
-// Migrate creates the store and lease tables if they do not exist, and adds
-// the columns that later versions need (the lease table's metadata) to
-// tables that an earlier version created; it leaves out that ALTER TABLE
-// when the columns are there, so that migrating a current schema takes no
-// table lock. It is
-// idempotent and safe to run from several processes at once: the statements
-// run as one transaction under an advisory transaction lock (one
-// multi-statement query; inside a pgx.Tx, as part of it). A schema named in
-// Options must already exist.
+// permitDDL creates the permit tables of the lease table leases, or
+// nothing when its name leaves no room for theirs: single-name locks keep
+// working there, and the permit methods say why they cannot.
+func permitDDL(leases pgx.Identifier) string {
+	pt, err := newPermitTables(leases)
+	if err != nil {
+		return ""
+	}
+	return pt.ddl()
+}
+
+// Migrate creates the store and lease tables, the lease table's queue table
+// and its permit tables (see Backend.AcquirePermit) if they do not exist,
+// and adds the columns that later versions need (the lease table's
+// metadata) to tables that an earlier version created; it leaves out that
+// ALTER TABLE when the columns are there, so that migrating a current
+// schema takes no table lock. It is idempotent and safe to run from
+// several processes at once: the statements run as one transaction under an
+// advisory transaction lock (one multi-statement query; inside a pgx.Tx, as
+// part of it). A schema named in Options must already exist.
 //
 // Options whose two names denote one table (equal names, or a qualified and
 // an unqualified name that resolve to the same table through the

@@ -392,6 +392,12 @@ func TestHostileTableNames(t *testing.T) {
 		_, err = b.AcquireOrEnqueue(ctx, "l'; DROP TABLE x; --", newOwner(t), time.Minute, time.Second)
 		require.ErrorIs(t, err, lock.ErrHeld)
 		require.NoError(t, b.Release(ctx, "l'; DROP TABLE x; --", o))
+		p, err := b.AcquirePermit(ctx, "l'; DROP TABLE x; --", o, lock.PermitRequest{Kind: lock.SemaphorePermit, Limit: 1, TTL: time.Minute})
+		require.NoError(t, err)
+		require.Equal(t, fence.Token(1), p.Token, "a permit's tokens are its own")
+		_, err = b.AcquirePermit(ctx, "l'; DROP TABLE x; --", newOwner(t), lock.PermitRequest{Kind: lock.SemaphorePermit, Limit: 1, TTL: time.Minute, Place: time.Second})
+		require.ErrorIs(t, err, lock.ErrHeld)
+		require.NoError(t, b.ReleasePermit(ctx, "l'; DROP TABLE x; --", o))
 	}
 	var tables []string
 	rows, err := pool.Query(ctx, `SELECT schemaname || '.' || tablename FROM pg_tables WHERE schemaname IN ($1, 'odd "schema"') ORDER BY 1`, schema)
@@ -403,9 +409,15 @@ func TestHostileTableNames(t *testing.T) {
 		schema + `.we"ird; DROP TABLE x; --`,
 		schema + `.le"ase'; DROP TABLE x; --`,
 		schema + `.le"ase'; DROP TABLE x; --_queue`,
+		schema + `.le"ase'; DROP TABLE x; --_permits`,
+		schema + `.le"ase'; DROP TABLE x; --_permit_holders`,
+		schema + `.le"ase'; DROP TABLE x; --_permit_places`,
 		`odd "schema".t; DROP TABLE x`,
 		`odd "schema".a b`,
 		`odd "schema".a b_queue`,
+		`odd "schema".a b_permits`,
+		`odd "schema".a b_permit_holders`,
+		`odd "schema".a b_permit_places`,
 	}, tables)
 }
 

@@ -130,7 +130,7 @@ func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Du
 	if d, polling := b.unqueued.Backoff(box); polling {
 		return wake.Wait(ctx, nil, min(d, max)) // no queue table: back off
 	}
-	return b.waker.await(ctx, box, max)
+	return b.waker.await(ctx, box, max, nil)
 }
 
 // LeaveQueue deletes owner's place in name's queue, notifying the next

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -78,7 +79,36 @@ func (w *waker) close(box string) {
 // await waits for a wake-up in box, at most max. When nobody listens yet,
 // it opens the listening connection and returns once LISTEN took effect:
 // a notification sent before then was missed, so the caller asks again.
-func (w *waker) await(ctx context.Context, box string, max time.Duration) error {
+// With a recheck, it asks recheck instead whether a wake-up may have been
+// missed (true, or an error: return), and otherwise goes on waiting: any
+// change committed after LISTEN took effect notifies it.
+func (w *waker) await(ctx context.Context, box string, max time.Duration, recheck func(context.Context) (bool, error)) error {
+	start := time.Now()
+	err := w.awaitOnce(ctx, box, max)
+	switch {
+	case !errors.Is(err, errListened):
+		return err
+	case recheck == nil:
+		return nil
+	}
+	if missed, rerr := recheck(ctx); missed || rerr != nil {
+		// A failed recheck makes the caller ask again, which reports the
+		// failure; an ended context is the caller's to see.
+		return ctx.Err()
+	}
+	w.mu.Lock()
+	ch := w.boxes[box]
+	w.mu.Unlock()
+	return wake.Wait(ctx, ch, max-time.Since(start))
+}
+
+// errListened is awaitOnce's report that it did not wait: LISTEN has just
+// taken effect, and a wake-up sent before may have been missed.
+var errListened = errors.New("postgres: listening from now on")
+
+// awaitOnce waits for a wake-up in box, at most max, or opens the
+// listening connection and returns errListened without waiting.
+func (w *waker) awaitOnce(ctx context.Context, box string, max time.Duration) error {
 	w.mu.Lock()
 	ch, listening := w.boxes[box], w.listening
 	w.mu.Unlock()
@@ -94,9 +124,12 @@ func (w *waker) await(ctx context.Context, box string, max time.Duration) error 
 	listening = w.listening
 	w.mu.Unlock()
 	if listening {
-		return nil // another waiter opened it meanwhile: ask again
+		return errListened // another waiter opened it meanwhile: ask again
 	}
-	return w.listen(ctx)
+	if err := w.listen(ctx); err != nil {
+		return err
+	}
+	return errListened
 }
 
 // listen opens the listening connection: a pooled connection taken out of

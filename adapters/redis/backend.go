@@ -28,8 +28,9 @@ type BackendOptions struct {
 	// waiters, while there are any, in "<prefix>:{n}:queue",
 	// "<prefix>:{n}:places" and "<prefix>:{n}:queued" (a flag for the
 	// release); waiters are woken on their Backend's channel
-	// "<prefix>:wake:<random>" (braces and '%' in the prefix and the name
-	// are %-escaped).
+	// "<prefix>:wake:<random>"; a permit name (semaphore or read-write
+	// lock) n lives in "<prefix>:{n}:permit:..." (Backend.PermitKeys).
+	// Braces and '%' in the prefix and the name are %-escaped.
 	Prefix string
 
 	// CounterIdle is how long a lock's token counter is kept after the last

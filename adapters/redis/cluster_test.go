@@ -22,7 +22,8 @@ func TestCluster(t *testing.T) {
 	client := cluster.Client(t)
 
 	t.Run("Conformance", func(t *testing.T) { conformance(t, client) })
-	t.Run("Multi", func(t *testing.T) { multiOnCluster(t, client, cluster.Nodes[0].Client(t)) }) // multi_test.go
+	t.Run("Multi", func(t *testing.T) { multiOnCluster(t, client, cluster.Nodes[0].Client(t)) })     // multi_test.go
+	t.Run("Permits", func(t *testing.T) { permitsOnCluster(t, client, cluster.Nodes[0].Client(t)) }) // permit_cluster_test.go
 
 	t.Run("HashTags", func(t *testing.T) {
 		ctx := testCtx(t)

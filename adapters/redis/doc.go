@@ -39,6 +39,11 @@
 // which that Backend's one pub/sub connection receives (see AcquireOrEnqueue, AwaitTurn and
 // docs/patterns.md).
 //
+// A Backend is also a lock.PermitBackend, for lock.Client's Semaphore and
+// RWLock: each permit operation is one script over the name's keys under
+// "<prefix>:{name}:permit:" (see PermitKeys), apart from its lock keys,
+// with expiries on the server's clock and wake-ups as for queued locks.
+//
 // docs/redis.md describes the key layout, each script, the durability
 // trade-offs and what the optional replication wait (WAIT) does and does not
 // give.

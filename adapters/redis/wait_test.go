@@ -159,3 +159,44 @@ func TestStoreWaitReplicas(t *testing.T) {
 	require.ErrorIs(t, err, fence.ErrNotFound, "the delete was applied on the primary")
 	require.Equal(t, fence.Token(8), rec.Fence)
 }
+
+// TestPermitWaitReplicas: with WaitReplicas, a granted permit travels in
+// one pipeline with WAIT and is on the replica when AcquirePermit returns;
+// with the replica down it fails with ErrReplication and the permit is
+// released again, so it holds no slot of the semaphore.
+func TestPermitWaitReplicas(t *testing.T) {
+	t.Parallel()
+	primary, replica := testkit.NewRedisReplicated(t)
+	c, rt := counted(t, primary.Addr())
+	ctx := testCtx(t)
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{WaitReplicas: 1, WaitTimeout: 2 * time.Second})
+	short := fenceredis.NewBackend(c, &fenceredis.BackendOptions{WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond})
+	req := lock.PermitRequest{Kind: lock.SemaphorePermit, Limit: 1, TTL: time.Minute}
+
+	warm := newOwner(t)
+	_, err := b.AcquirePermit(ctx, "warm", warm, req)
+	require.NoError(t, err)
+	require.NoError(t, b.ReleasePermit(ctx, "warm", warm))
+	_, _ = rt.take()
+
+	o := newOwner(t)
+	p, err := b.AcquirePermit(ctx, "sem", o, req)
+	require.NoError(t, err)
+	n, sent := rt.take()
+	require.Equal(t, 1, n, "script and WAIT share one pipeline: %v", sent)
+	onReplica, err := replica.Client(t).HGet(ctx, b.PermitKeys("sem")[0], "last").Result()
+	require.NoError(t, err)
+	require.Equal(t, p.Token.String(), onReplica, "the counter on the replica")
+	require.NoError(t, b.ReleasePermit(ctx, "sem", o))
+
+	replica.Stop()
+	_, err = short.AcquirePermit(ctx, "sem", newOwner(t), req)
+	require.ErrorIs(t, err, fenceredis.ErrReplication)
+	var re *fenceredis.ReplicationError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, 0, re.Got)
+	require.NoError(t, re.ReleaseErr)
+	info, err := b.InspectPermits(ctx, "sem")
+	require.NoError(t, err)
+	require.Empty(t, info.Holders, "the unacknowledged permit was released")
+}

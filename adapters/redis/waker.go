@@ -96,29 +96,70 @@ func (w *waker) await(ctx context.Context, box string, max time.Duration) error 
 		w.mu.Unlock()
 		return wake.Wait(ctx, nil, max) // nothing can wake it: wait for the renewal
 	}
-	subscribe := !w.sent
-	if subscribe {
+	w.mu.Unlock()
+	ready, confirmed, err := w.subscribe(ctx)
+	if err != nil {
+		return err
+	}
+	if !confirmed {
+		return wake.Wait(ctx, ready, max)
+	}
+	return wake.Wait(ctx, ch, max)
+}
+
+// subscribe sends SUBSCRIBE unless it was sent already, and returns the
+// channel that is closed once the server confirmed it, and whether it has
+// been.
+func (w *waker) subscribe(ctx context.Context) (ready chan struct{}, confirmed bool, err error) {
+	w.mu.Lock()
+	send := !w.sent
+	if send {
 		w.sent = true
 		if w.ps == nil {
 			w.ps = w.sub.Subscribe(context.WithoutCancel(ctx))
 			go w.dispatch(w.ps, w.ps.ChannelWithSubscriptions())
 		}
 	}
-	ps, ready, confirmed := w.ps, w.ready, w.confirmed
+	ps := w.ps
+	ready, confirmed = w.ready, w.confirmed
 	w.mu.Unlock()
 
-	if subscribe {
+	if send {
 		if err := ps.Subscribe(ctx, w.channel); err != nil {
 			w.mu.Lock()
 			w.sent = false
 			w.mu.Unlock()
-			return err
+			return nil, false, err
 		}
 	}
-	if !confirmed {
-		return wake.Wait(ctx, ready, max)
+	return ready, confirmed, nil
+}
+
+// isConfirmed reports whether the channel is subscribed, confirmed by the
+// server: then every wake-up published from now on reaches the mailboxes
+// that are open (an open mailbox keeps the subscription).
+func (w *waker) isConfirmed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.confirmed
+}
+
+// subscribed subscribes, if need be, and waits until the server confirmed
+// it or ctx ends. It reports false when the client cannot subscribe.
+func (w *waker) subscribed(ctx context.Context) (bool, error) {
+	if w.sub == nil {
+		return false, nil
 	}
-	return wake.Wait(ctx, ch, max)
+	ready, confirmed, err := w.subscribe(ctx)
+	if err != nil || confirmed {
+		return confirmed, err
+	}
+	select {
+	case <-ready:
+		return true, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
 }
 
 // dispatch hands each message to its mailbox and marks the subscription

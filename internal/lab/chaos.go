@@ -25,6 +25,7 @@ const chaosUsage = `usage: fencelab chaos [-backend memory|redis|postgres] [-dur
                       [-keys K] [-ttl T] [-seed S] [-unfenced] [-polling] [-faults=false]
                       [-redis-url URL] [-postgres-url URL]
                       [-kill-server-every D [-kill-downtime D]]
+                      [-shape lock|rw|semaphore [-permits N]]
 
 Workers increment shared counters under the lock (Advance, Get, fenced Put of
 value+1) while random pauses longer than the TTL freeze them and, for redis and
@@ -39,6 +40,13 @@ URLs are not used) and kills one about that often: for redis the lock
 server (SIGKILL, restarted without persistence, so every lease and counter
 is gone) while the fenced counters live on a second redis-server; for
 postgres the one server (immediate stop, restarted with crash recovery).
+
+With -shape rw or -shape semaphore, the workers take read-write or semaphore
+permits instead of the lock (on a backend that has them, lock.PermitBackend):
+writers increment under their permit's token, readers (rw) read under a read
+permit, and the run also checks the shape: no permits certainly live beside
+permits the shape forbids, no live read above its PriorWriter, rising tokens
+(with -kill-server-every those are figures: a restart may forget permits).
 
 `
 
@@ -62,6 +70,8 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 		faultEvery = fs.Duration("fault-every", 500*time.Millisecond, "mean time between network faults")
 		killEvery  = fs.Duration("kill-server-every", 0, "for redis and postgres: kill and restart a throwaway server about this often (0: never)")
 		downtime   = fs.Duration("kill-downtime", 200*time.Millisecond, "how long a killed server stays down")
+		shape      = fs.String("shape", "lock", "what the workers take: the lock, or rw or semaphore permits (a lock.PermitBackend's)")
+		permits    = fs.Int("permits", 2, "with -shape semaphore: the semaphore's number of permits")
 	)
 	// The backend flags (-backend, -ttl, -redis-url, -postgres-url) are
 	// main's: accept them here too, writing the same variables.
@@ -81,6 +91,10 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	if !chaosShapes[*shape] {
+		fmt.Fprintf(stderr, "fencelab chaos: unknown -shape %q (lock, rw or semaphore)\n", *shape)
+		return 2
+	}
 	if *killEvery < 0 || *downtime < 0 {
 		fmt.Fprintln(stderr, "fencelab chaos: -kill-server-every and -kill-downtime must not be negative")
 		return 2
@@ -131,7 +145,7 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 	} else {
 		close(killsDone)
 	}
-	rep, err := chaos.Run(ctx, chaos.Config{
+	rep, err := runShape(ctx, *shape, *permits, killed != nil, chaos.Config{
 		Name:        name,
 		Backend:     backend,
 		Store:       store,

@@ -1,0 +1,46 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/fencekit/fencekit/internal/chaos"
+	"github.com/fencekit/fencekit/lock"
+)
+
+// chaosShapes are the values of `fencelab chaos -shape`: the lock (chaos.Run)
+// or a shape of a lock.PermitBackend (chaos.RunPermits).
+var chaosShapes = map[string]bool{"lock": true, string(chaos.ShapeRW): true, string(chaos.ShapeSemaphore): true}
+
+// chaosReport is what the runs of every shape return.
+type chaosReport interface {
+	Print(w io.Writer)
+	OK() bool
+}
+
+// runShape runs the chaos run of shape on cfg: chaos.Run for "lock",
+// chaos.RunPermits with permits (a semaphore's number) for the others, on a
+// backend that has permits. serverKilled says that the run kills the
+// server: a restart may lose every permit, so the shape's checks are then
+// figures (chaos.PermitConfig.ServerForgets).
+func runShape(ctx context.Context, shape string, permits int, serverKilled bool, cfg chaos.Config) (chaosReport, error) {
+	if shape == "lock" {
+		rep, err := chaos.Run(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return rep, nil
+	}
+	if permits < 1 {
+		return nil, fmt.Errorf("-permits %d: a semaphore has at least one permit", permits)
+	}
+	if _, ok := cfg.Backend.(lock.PermitBackend); !ok {
+		return nil, fmt.Errorf("-shape %s: backend %q has no semaphores or read-write locks (%T is not a lock.PermitBackend)", shape, cfg.Name, cfg.Backend)
+	}
+	rep, err := chaos.RunPermits(ctx, chaos.PermitConfig{Config: cfg, Shape: chaos.Shape(shape), Permits: permits, ServerForgets: serverKilled})
+	if err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
