@@ -19,6 +19,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fencekit/fencekit/lock"
 )
 
 // Round trips are counted, not estimated: every connection of the counting
@@ -242,7 +244,11 @@ type RTResult struct {
 	// Micros is the mean client-side time of one operation, in
 	// microseconds: noisy, compare it only with a baseline of the same run.
 	Micros float64
-	Err    error
+	// Unsupported, when set, says that the backend lacks the capability
+	// the case needs (lock.ErrUnsupported: a permit case on an adapter
+	// without lock.PermitBackend); nothing was counted, and it is no error.
+	Unsupported string
+	Err         error
 }
 
 // RTRuns is how many times each operation is counted (after one warm-up run
@@ -288,32 +294,42 @@ func MeasureRoundTripsOf(ctx context.Context, env *Env, keep func(store, op, lib
 		if keep != nil && !keep(c.Store, c.Op, c.Lib) {
 			continue
 		}
-		res := RTResult{Store: c.Store, Op: c.Op, Lib: c.Lib}
-		// Warm-up: scripts loaded (EVALSHA would otherwise miss once),
-		// statements prepared, connection dialled.
-		r.runs = 0
-		if err := c.Run(ctx, r); err != nil {
-			res.Err = err
-			out = append(out, res)
-			continue
-		}
-		counter.turns.Store(0)
-		counter.commands.Store(0)
-		r.runs = 0
-		r.elapsed = 0
-		for i := 0; i < RTRuns && res.Err == nil; i++ {
-			res.Err = c.Run(ctx, r)
-		}
-		if res.Err == nil && r.runs != RTRuns {
-			res.Err = fmt.Errorf("round-trip case %s/%s measured %d times in %d runs", c.Lib, c.Op, r.runs, RTRuns)
-		}
-		res.RoundTrips = float64(counter.turns.Load()) / RTRuns
-		res.Commands = float64(counter.commands.Load()) / RTRuns
-		res.ServerUsec = math.NaN()
-		res.Micros = float64(r.elapsed.Microseconds()) / RTRuns
-		out = append(out, res)
+		out = append(out, measureCase(ctx, r, c))
 	}
 	return out, nil
+}
+
+// measureCase counts c on r: one warm-up run, then RTRuns counted runs. A
+// case whose backend lacks the capability it needs (an error matching
+// lock.ErrUnsupported on the warm-up) is reported Unsupported, not failed.
+func measureCase(ctx context.Context, r *RTEnv, c RTCase) RTResult {
+	res := RTResult{Store: c.Store, Op: c.Op, Lib: c.Lib}
+	// Warm-up: scripts loaded (EVALSHA would otherwise miss once),
+	// statements prepared, connection dialled.
+	r.runs = 0
+	if err := c.Run(ctx, r); err != nil {
+		if errors.Is(err, lock.ErrUnsupported) {
+			res.Unsupported = err.Error()
+		} else {
+			res.Err = err
+		}
+		return res
+	}
+	r.counter.turns.Store(0)
+	r.counter.commands.Store(0)
+	r.runs = 0
+	r.elapsed = 0
+	for i := 0; i < RTRuns && res.Err == nil; i++ {
+		res.Err = c.Run(ctx, r)
+	}
+	if res.Err == nil && r.runs != RTRuns {
+		res.Err = fmt.Errorf("round-trip case %s/%s measured %d times in %d runs", c.Lib, c.Op, r.runs, RTRuns)
+	}
+	res.RoundTrips = float64(r.counter.turns.Load()) / RTRuns
+	res.Commands = float64(r.counter.commands.Load()) / RTRuns
+	res.ServerUsec = math.NaN()
+	res.Micros = float64(r.elapsed.Microseconds()) / RTRuns
+	return res
 }
 
 func init() {
@@ -447,7 +463,7 @@ func accountTx(ctx context.Context, pool *pgxpool.Pool, e *Env, check func(conte
 // library (fencekit first, then the peers, then plain commands).
 func sortedRTCases() []RTCase {
 	opRank := map[string]int{}
-	for i, op := range []string{"acquire (free)", "acquire (held)", "extend", "release", "write", "write (stale, refused)", "read", "transaction", OpSetOf2, OpExtendRS, OpResume} {
+	for i, op := range []string{"acquire (free)", "acquire (held)", "extend", "release", "write", "write (stale, refused)", "read", "transaction", OpSetOf2, OpExtendRS, OpResume, OpLockCycle, OpSemaphore, OpReadPermit, OpWritePermit} {
 		opRank[op] = i
 	}
 	libRank := func(lib string) int {

@@ -13,16 +13,25 @@ const (
 	OpSetOf2   = "set of 2: acquire + release"
 	OpResume   = "resume (adopt a live lease)"
 	OpExtendRS = "extend (baseline of resume)"
+	// OpLockCycle is one name taken with TryAcquire and released: the
+	// baseline of the permit operations.
+	OpLockCycle   = "one name: acquire + release"
+	OpSemaphore   = "semaphore permit: acquire + release"
+	OpReadPermit  = "read permit: acquire + release"
+	OpWritePermit = "write permit: acquire + release"
 )
 
 // ShapeOps are the operations the shape cases report.
-var ShapeOps = []string{OpSetOf2, OpResume, OpExtendRS}
+var ShapeOps = []string{OpSetOf2, OpResume, OpExtendRS, OpLockCycle, OpSemaphore, OpReadPermit, OpWritePermit}
 
 // addShapeRT adds the round-trip cases of the lock shapes on store: a set
 // of two names taken with TryAcquireMulti and released, against two
 // single-name TryAcquire + Release; and Client.Resume of a live lease,
-// against Lease.Extend of it.
+// against Lease.Extend of it; and the permit cases (permitRTCases).
 func addShapeRT(store, keyPart string, fk func(*RTEnv) *lock.Client) {
+	for _, c := range permitRTCases(store, keyPart, fk) {
+		addRT(c)
+	}
 	addRT(RTCase{Store: store, Op: OpSetOf2, Lib: "fencekit TryAcquireMulti + MultiLease.Release", Run: func(ctx context.Context, r *RTEnv) error {
 		names := []string{r.Key("rt", keyPart, "a"), r.Key("rt", keyPart, "b")}
 		c := fk(r)

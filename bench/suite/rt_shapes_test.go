@@ -16,6 +16,10 @@ func TestShapeCasesHaveTheirBaselines(t *testing.T) {
 			{OpSetOf2, "fencekit 2 x (TryAcquire + Release)"},
 			{OpResume, "fencekit Client.Resume"},
 			{OpExtendRS, "fencekit Lease.Extend"},
+			{OpLockCycle, "fencekit TryAcquire + Release"},
+			{OpSemaphore, "fencekit Semaphore.TryAcquire + Release (2 permits, 1 other held)"},
+			{OpReadPermit, "fencekit RWLock.TryAcquireRead + Release (1 other reader)"},
+			{OpWritePermit, "fencekit RWLock.TryAcquireWrite + Release"},
 		} {
 			if !have[[3]string{store, want[0], want[1]}] {
 				t.Errorf("no round-trip case %s / %s / %s", store, want[0], want[1])

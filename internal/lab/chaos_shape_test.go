@@ -10,8 +10,6 @@ import (
 	"github.com/fencekit/fencekit/lock"
 )
 
-// lockOnly hides memory's permits: a backend with the lock alone.
-type lockOnly struct{ lock.Backend }
 
 func init() {
 	RegisterBackend("memory-lock-only", func(context.Context) (lock.Backend, fence.Store, func(), error) {

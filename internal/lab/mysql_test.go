@@ -17,7 +17,7 @@ func withMySQL(t *testing.T) string {
 	return url
 }
 
-// The seven scenarios on MySQL/MariaDB through the sqldb adapter.
+// The scenarios on MySQL/MariaDB through the sqldb adapter.
 func TestScenariosOnMySQL(t *testing.T) {
 	withMySQL(t)
 	runOn(t, "mysql")

@@ -27,6 +27,9 @@ type result struct {
 	observed string
 	mismatch string
 	err      error
+	// skipped, when set, says why the scenario did not run: the lab
+	// backend lacks a capability it needs (lock.ErrUnsupported).
+	skipped string
 }
 
 type scenario struct {
@@ -44,6 +47,8 @@ var scenarios = []scenario{
 	{"read-modify-write by a paused holder", readModifyWrite},
 	{"restarted worker resumes its lease, stale instances fenced", resumeAfterRestart},
 	{"money transfer under a set of locks, paused past its TTL, fenced per account", transferPaused},
+	{"semaphore permit paused past its TTL, its job taken over and fenced", semaphorePaused},
+	{"read-write lock: a paused writer fenced out, a stale read detected", rwPaused},
 }
 
 // ScenarioCount is how many scenarios a run has, for the tests that check
@@ -324,19 +329,28 @@ func increments(ctx context.Context, l *lab, key string, advance bool) (int, int
 
 // waitFree polls until the lock name is free: the pause of a stalled holder.
 func waitFree(ctx context.Context, b lock.Backend, name string) error {
+	return poll(ctx, fmt.Sprintf("%q to expire", name), func() (bool, error) {
+		info, err := b.Inspect(ctx, name)
+		return err == nil && !info.Held, err
+	})
+}
+
+// poll calls done every few milliseconds until it reports true or fails, or
+// ctx ends; what names the wait in the error.
+func poll(ctx context.Context, what string, done func() (bool, error)) error {
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		info, err := b.Inspect(ctx, name)
+		ok, err := done()
 		if err != nil {
 			return err
 		}
-		if !info.Held {
+		if ok {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for %q to expire: %w", name, ctx.Err())
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
 		case <-tick.C:
 		}
 	}

@@ -1,8 +1,11 @@
 // Command shapecost reports the cost per operation of the lock shapes of
 // issue 23 next to the single-name lock on the same backend: a set of two
 // names taken with TryAcquireMulti and released, against two single-name
-// TryAcquire + Release; and Client.Resume of a live lease, against
-// Lease.Extend. It prints round trips and server commands (Redis) or
+// TryAcquire + Release; Client.Resume of a live lease, against
+// Lease.Extend; and a semaphore permit, a read permit and a write permit
+// taken with one attempt and released, against one name's TryAcquire +
+// Release. A permit row of an adapter without lock.PermitBackend says "not
+// supported by this adapter yet" instead of its counts. It prints round trips and server commands (Redis) or
 // statements (PostgreSQL) per operation, which are exact, and the
 // client-side time per operation as a ratio to the baseline of the same
 // round (median over -rounds rounds), which is noisy on a loaded machine.
@@ -29,7 +32,14 @@ import (
 var baselineOf = map[string][2]string{
 	suite.OpSetOf2: {suite.OpSetOf2, "fencekit 2 x (TryAcquire + Release)"},
 	suite.OpResume: {suite.OpExtendRS, "fencekit Lease.Extend"},
+	// The permits, against one name taken and released.
+	suite.OpSemaphore:   {suite.OpLockCycle, "fencekit TryAcquire + Release"},
+	suite.OpReadPermit:  {suite.OpLockCycle, "fencekit TryAcquire + Release"},
+	suite.OpWritePermit: {suite.OpLockCycle, "fencekit TryAcquire + Release"},
 }
+
+// unsupportedCell is what a row of an adapter without the capability shows.
+const unsupportedCell = "not supported by this adapter yet (lock.ErrUnsupported)"
 
 func main() {
 	var (
@@ -66,6 +76,13 @@ func main() {
 				os.Exit(1)
 			}
 			k := key{r.Store, r.Op, r.Lib}
+			if r.Unsupported != "" {
+				if round == 0 {
+					order = append(order, k)
+					first[k] = r
+				}
+				continue
+			}
 			byKey[k] = r
 			if round == 0 {
 				order = append(order, k)
@@ -89,6 +106,10 @@ func main() {
 	fmt.Println("|---|---|---|---:|---:|---:|---|")
 	for _, k := range order {
 		r := first[k]
+		if r.Unsupported != "" {
+			fmt.Printf("| %s | %s | %s | %s | | | |\n", k.store, k.op, k.lib, unsupportedCell)
+			continue
+		}
 		ratio := "-"
 		if isBaseline(k.op, k.lib) {
 			ratio = "baseline"

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -53,9 +52,17 @@ func fencelab(t *testing.T, args ...string) (int, string) {
 // seen free), and long enough for two round trips on a loaded machine.
 func TestScenariosOnEtcd(t *testing.T) {
 	code, out := fencelab(t, "-ttl", "1s")
-	if code != 0 || !strings.Contains(out, fmt.Sprintf("all %d scenarios behaved as expected", lab.ScenarioCount())) {
-		t.Fatalf("exit code %d; want 0 and all %d scenarios as expected", code, lab.ScenarioCount())
+	skipped, err := lab.Verdict(out)
+	if code != 0 || err != nil {
+		t.Fatalf("exit code %d, %v; want 0 and all %d scenarios as expected", code, err, lab.ScenarioCount())
 	}
+	// The semaphore and read-write scenarios need lock.PermitBackend;
+	// until this adapter has it they are skipped, and this says so.
+	t.Run("permit scenarios", func(t *testing.T) {
+		if skipped != "" {
+			t.Skip(skipped)
+		}
+	})
 }
 
 // chaos runs workers with a TTL of etcd's minimum lease (2 s on the test

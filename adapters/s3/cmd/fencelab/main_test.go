@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -129,14 +128,25 @@ func capture(t *testing.T, args []string) (int, string) {
 }
 
 // runMain runs lab.Main with args, its standard output captured into the
-// test log, and checks that the output reports every scenario run.
+// test log, and checks with lab.Verdict that the output reports every
+// scenario run and behaving as expected. The semaphore and read-write
+// scenarios need a lock backend with lock.PermitBackend; without one
+// (-s3-lock redis, until that adapter has it) they are skipped, and the
+// subtest "permit scenarios" is skipped with lab.Verdict's reason.
 func runMain(t *testing.T, args []string) int {
 	t.Helper()
 	code, out := capture(t, args)
-	for _, want := range []string{"fencelab on s3", "6. ", "7. ", fmt.Sprintf("all %d scenarios behaved as expected", lab.ScenarioCount())} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q", want)
-		}
+	if !strings.Contains(out, "fencelab on s3") {
+		t.Errorf("output lacks %q", "fencelab on s3")
 	}
+	skipped, err := lab.Verdict(out)
+	if err != nil {
+		t.Error(err)
+	}
+	t.Run("permit scenarios", func(t *testing.T) {
+		if skipped != "" {
+			t.Skip(skipped)
+		}
+	})
 	return code
 }
