@@ -80,7 +80,8 @@ import (
 //     for Backend.
 //
 // Types that satisfy PermitBackend in this module: *memory.Backend,
-// *redis.Backend, *postgres.Backend and *sqldb.Backend.
+// *redis.Backend, *postgres.Backend and *sqldb.Backend; in a module of its
+// own, the etcd adapter's *etcd.Backend.
 type PermitBackend interface {
 	// AcquirePermit takes a permit on name for owner, or keeps owner's
 	// place in line when req.Place > 0.

@@ -23,7 +23,8 @@ type BackendOptions struct {
 	// named n lives in "<prefix>lock/<n>" (its owner) and "<prefix>meta/<n>"
 	// (its holder metadata, when there is any), and its waiters' places
 	// in "<prefix>queue/<n>/<owner>" (see QueueKey), with '%' and '/' in n
-	// and owner %-escaped.
+	// and owner %-escaped. A semaphore or read-write lock named n lives
+	// under "<prefix>permit/<n>/" (see PermitKey).
 	Prefix string
 }
 
@@ -45,6 +46,9 @@ type Backend struct {
 	lines lines
 	// spares are place leases kept for reuse (see spareLease).
 	spares spares
+	// permitWaits is what each waiter in a permit line waits after (see
+	// AwaitPermit).
+	permitWaits permitWaits
 }
 
 // NewBackend returns a Backend that keeps its leases in client, normally a

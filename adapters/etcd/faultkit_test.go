@@ -84,6 +84,14 @@ func TestFaultKits(t *testing.T) {
 //     was cut and cannot be re-made returns when its context ends, with
 //     the context's error, which lock.Client treats as retryable; the kit
 //     wants a prompt error. docs/etcd.md says to give every call a deadline.
+//
+// The permit fault checks (locktest.RunPermitFaults) are not run either:
+// they let a number of replies through before holding the rest, and the
+// proxy counts the chunks a client writes, which for gRPC over one HTTP/2
+// connection are not one per request (headers, data and flow control go
+// as they come), so the held reply is not reliably the grant's. The same
+// lost replies are caused at the client instead, deterministically, in
+// TestPermitLostReplies.
 func backendFaultChecks() []locktest.FaultCheck {
 	var out []locktest.FaultCheck
 	for _, c := range locktest.FaultChecks() {

@@ -275,3 +275,29 @@ func TestRollingRestartUnderDo(t *testing.T) {
 		t.Fatalf("%d of %d acquires failed across a rolling restart, first: %v", len(acquireErrs), acquires, acquireErrs[0])
 	}
 }
+
+// TestPermitRetriesEtcdServerErrors: a semaphore's Acquire tries again after
+// each etcd server error that a retry cures, as Acquire does, and such an
+// error in ExtendPermit is Retryable.
+func TestPermitRetriesEtcdServerErrors(t *testing.T) {
+	fc := &failingClient{Client: sharedClient(t), grants: append([]error(nil), serverErrors...)}
+	b := fenceetcd.NewBackend(fc, &fenceetcd.BackendOptions{Prefix: prefix(t)})
+	ctx := testkit.Context(t)
+	permit, err := lock.New(b, nil).Semaphore("sem", 2).Acquire(ctx, 5*time.Second)
+	if err != nil {
+		t.Fatalf("Semaphore.Acquire after %d injected server errors: %v; want them retried", len(serverErrors), err)
+	}
+	if n := fc.pending(); n != 0 {
+		t.Fatalf("%d injected errors left; want every one met", n)
+	}
+	fc.mu.Lock()
+	fc.keepAlive = []error{serverErrors[2]}
+	fc.mu.Unlock()
+	err = b.ExtendPermit(ctx, "sem", permit.Owner(), 5*time.Second)
+	if err == nil || !lock.Retryable(err) {
+		t.Fatalf("ExtendPermit meeting %v: %v; want a Retryable error", serverErrors[2], err)
+	}
+	if err := permit.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
