@@ -83,16 +83,7 @@ const Timeout = 30 * time.Second
 // backend each time.
 func Run(t *testing.T, newBackend func(t *testing.T) lock.Backend) {
 	t.Helper()
-	for _, c := range Checks() {
-		t.Run(c.Name, func(t *testing.T) {
-			b := newBackend(t)
-			ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-			defer cancel()
-			if err := c.Run(ctx, b, Namespace()); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	runChecks(t, Checks(), newBackend)
 	if _, ok := newBackend(t).(lock.QueueBackend); ok {
 		RunQueue(t, newBackend) // the optional capability, when the backend has it
 	}
@@ -102,6 +93,22 @@ func Run(t *testing.T, newBackend func(t *testing.T) lock.Backend) {
 	}
 	if _, ok := newBackend(t).(lock.PermitBackend); ok {
 		t.Run("Permits", func(t *testing.T) { RunPermits(t, newBackend) }) // permit_checks.go
+	}
+}
+
+// runChecks runs each of checks as a subtest of t, on a backend of its own
+// and in a namespace of its own, bounded by Timeout.
+func runChecks(t *testing.T, checks []Check, newBackend func(t *testing.T) lock.Backend) {
+	t.Helper()
+	for _, c := range checks {
+		t.Run(c.Name, func(t *testing.T) {
+			b := newBackend(t)
+			ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+			defer cancel()
+			if err := c.Run(ctx, b, Namespace()); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 

@@ -17,16 +17,7 @@ import (
 // metadata calls RunMetadata too.
 func RunMetadata(t *testing.T, newBackend func(t *testing.T) lock.Backend) {
 	t.Helper()
-	for _, c := range MetadataChecks() {
-		t.Run(c.Name, func(t *testing.T) {
-			b := newBackend(t)
-			ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-			defer cancel()
-			if err := c.Run(ctx, b, Namespace()); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	runChecks(t, MetadataChecks(), newBackend)
 }
 
 // MetadataChecks returns the checks of holder metadata (lock.Info.Metadata):

@@ -52,16 +52,7 @@ func MultiBackendChecks() []Check {
 func RunMulti(t *testing.T, newBackend func(t *testing.T) lock.Backend) {
 	t.Helper()
 	run := func(t *testing.T, checks []Check, wrap func(lock.Backend) lock.Backend) {
-		for _, c := range checks {
-			t.Run(c.Name, func(t *testing.T) {
-				b := wrap(newBackend(t))
-				ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-				defer cancel()
-				if err := c.Run(ctx, b, Namespace()); err != nil {
-					t.Fatal(err)
-				}
-			})
-		}
+		runChecks(t, checks, func(t *testing.T) lock.Backend { return wrap(newBackend(t)) })
 	}
 	same := func(b lock.Backend) lock.Backend { return b }
 	run(t, MultiChecks(), same)

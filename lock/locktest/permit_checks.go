@@ -48,16 +48,7 @@ func PermitChecks() []Check {
 // backend that newBackend returns implements lock.PermitBackend.
 func RunPermits(t *testing.T, newBackend func(t *testing.T) lock.Backend) {
 	t.Helper()
-	for _, c := range PermitChecks() {
-		t.Run(c.Name, func(t *testing.T) {
-			b := newBackend(t)
-			ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-			defer cancel()
-			if err := c.Run(ctx, b, Namespace()); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	runChecks(t, PermitChecks(), newBackend)
 }
 
 func asPermits(b lock.Backend) (lock.PermitBackend, error) {
@@ -351,12 +342,9 @@ func checkPermitNoJump(ctx context.Context, b lock.Backend, ns string) error {
 		return err
 	}
 	name := ns + "sem"
-	a, w := owner(), owner()
-	if _, err := pb.AcquirePermit(ctx, name, a, semaphoreReq(1, longTTL, 0)); err != nil {
+	a, w, err := holdWithWaiter(ctx, pb, name)
+	if err != nil {
 		return err
-	}
-	if _, err := pb.AcquirePermit(ctx, name, w, semaphoreReq(1, longTTL, permitPlaceTTL)); !errors.Is(err, lock.ErrHeld) {
-		return fmt.Errorf("the waiter's AcquirePermit while the permit is held: %v; want ErrHeld", err)
 	}
 	if err := pb.ReleasePermit(ctx, name, a); err != nil {
 		return err
@@ -370,6 +358,19 @@ func checkPermitNoJump(ctx context.Context, b lock.Backend, ns string) error {
 		return fmt.Errorf("the waiter, first in line with the permit free: %w", err)
 	}
 	return pb.ReleasePermit(ctx, name, w)
+}
+
+// holdWithWaiter gives the one permit of a semaphore of one called name to
+// a new owner and puts another in line behind it.
+func holdWithWaiter(ctx context.Context, pb lock.PermitBackend, name string) (holder, waiter string, err error) {
+	holder, waiter = owner(), owner()
+	if _, err := pb.AcquirePermit(ctx, name, holder, semaphoreReq(1, longTTL, 0)); err != nil {
+		return "", "", err
+	}
+	if _, err := pb.AcquirePermit(ctx, name, waiter, semaphoreReq(1, longTTL, permitPlaceTTL)); !errors.Is(err, lock.ErrHeld) {
+		return "", "", fmt.Errorf("AcquirePermit with a place while the permit is held: %v; want ErrHeld", err)
+	}
+	return holder, waiter, nil
 }
 
 // checkPermitSameOwner: an acquire by the holder extends its permit with
@@ -449,12 +450,9 @@ func checkPermitLeave(ctx context.Context, b lock.Backend, ns string) error {
 		return err
 	}
 	name := ns + "sem"
-	a, w := owner(), owner()
-	if _, err := pb.AcquirePermit(ctx, name, a, semaphoreReq(1, longTTL, 0)); err != nil {
+	a, w, err := holdWithWaiter(ctx, pb, name)
+	if err != nil {
 		return err
-	}
-	if _, err := pb.AcquirePermit(ctx, name, w, semaphoreReq(1, longTTL, permitPlaceTTL)); !errors.Is(err, lock.ErrHeld) {
-		return fmt.Errorf("queueing: %v; want ErrHeld", err)
 	}
 	if _, err := pb.AcquirePermit(ctx, name, w, semaphoreReq(1, longTTL, permitPlaceTTL)); !errors.Is(err, lock.ErrHeld) {
 		return fmt.Errorf("queueing again: %v; want ErrHeld", err)
@@ -482,12 +480,9 @@ func checkPermitAwaitContext(ctx context.Context, b lock.Backend, ns string) err
 		return err
 	}
 	name := ns + "sem"
-	a, w := owner(), owner()
-	if _, err := pb.AcquirePermit(ctx, name, a, semaphoreReq(1, longTTL, 0)); err != nil {
+	a, w, err := holdWithWaiter(ctx, pb, name)
+	if err != nil {
 		return err
-	}
-	if _, err := pb.AcquirePermit(ctx, name, w, semaphoreReq(1, longTTL, permitPlaceTTL)); !errors.Is(err, lock.ErrHeld) {
-		return fmt.Errorf("queueing: %v; want ErrHeld", err)
 	}
 	actx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()

@@ -46,16 +46,7 @@ func QueueChecks() []Check {
 // opts in is checked without a line of its own.
 func RunQueue(t *testing.T, newBackend func(t *testing.T) lock.Backend) {
 	t.Helper()
-	for _, c := range QueueChecks() {
-		t.Run(c.Name, func(t *testing.T) {
-			b := newBackend(t)
-			ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-			defer cancel()
-			if err := c.Run(ctx, b, Namespace()); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	runChecks(t, QueueChecks(), newBackend)
 }
 
 func asQueue(b lock.Backend) (lock.QueueBackend, error) {

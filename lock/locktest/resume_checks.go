@@ -43,16 +43,7 @@ func ResumeChecks() []Check {
 // opts in is checked without a line of its own.
 func RunResume(t *testing.T, newBackend func(t *testing.T) lock.Backend) {
 	t.Helper()
-	for _, c := range ResumeChecks() {
-		t.Run(c.Name, func(t *testing.T) {
-			b := newBackend(t)
-			ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-			defer cancel()
-			if err := c.Run(ctx, b, Namespace()); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	runChecks(t, ResumeChecks(), newBackend)
 }
 
 func asResumer(b lock.Backend) (lock.Resumer, error) {
