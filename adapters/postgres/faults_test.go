@@ -77,6 +77,14 @@ func TestFaults(t *testing.T) {
 			return postgres.NewBackend(pool(t, dial), opts)
 		})
 	})
+	t.Run("Multi", func(t *testing.T) {
+		// AcquireMulti is a transaction: BEGIN and the batch of the
+		// set's statements, each waiting for its reply, then the COMMIT
+		// that takes the set.
+		locktest.RunMultiFaults(t, addr, func(t *testing.T, dial faultproxy.DialFunc) lock.Backend {
+			return postgres.NewBackend(pool(t, dial), opts)
+		}, 2)
+	})
 	t.Run("Permits", func(t *testing.T) {
 		// AcquirePermit is one request: a batch, sent as one write.
 		locktest.RunPermitFaults(t, addr, func(t *testing.T, dial faultproxy.DialFunc) lock.Backend {

@@ -14,7 +14,8 @@ import (
 	"github.com/fencekit/fencekit/lock/locktest"
 )
 
-// faultKit runs both fault kits (and the lock kit's permit checks) on the server at url with go-redis clients
+// faultKit runs both fault kits (and the lock kit's set and permit checks)
+// on the server at url with go-redis clients
 // whose options are the URL's, changed by harden when it is not nil. Every
 // check's keys live under a prefix of the test's own.
 func faultKit(t *testing.T, url string, harden func(*goredis.Options)) {
@@ -42,6 +43,12 @@ func faultKit(t *testing.T, url string, harden func(*goredis.Options)) {
 		locktest.RunFaults(t, opts.Addr, func(t *testing.T, dial faultproxy.DialFunc) lock.Backend {
 			return fenceredis.NewBackend(client(t, dial), &fenceredis.BackendOptions{Prefix: prefix})
 		})
+	})
+	t.Run("Multi", func(t *testing.T) {
+		// AcquireMulti is one script: no request goes before it.
+		locktest.RunMultiFaults(t, opts.Addr, func(t *testing.T, dial faultproxy.DialFunc) lock.Backend {
+			return fenceredis.NewBackend(client(t, dial), &fenceredis.BackendOptions{Prefix: prefix})
+		}, 0)
 	})
 	t.Run("Permits", func(t *testing.T) {
 		// AcquirePermit is one script: no request goes before the grant.
