@@ -34,6 +34,19 @@ func TestChaosCommandMySQL(t *testing.T) {
 			t.Fatalf("exit %d:\n%s", code, out)
 		}
 	})
+	// The lock shapes of issue 23 on sqldb: sets of names taken in one
+	// transaction, and the permits of a read-write lock and a semaphore,
+	// behind the same faults.
+	for _, shape := range [][]string{{"-sets"}, {"-shape", "rw"}, {"-shape", "semaphore", "-permits", "2"}} {
+		t.Run("fenced "+strings.Join(shape, " "), func(t *testing.T) {
+			args := append([]string{"-backend", "mysql", "-mysql-url", url, "-duration", "2s", "-fault-every", "100ms"}, shape...)
+			code, out := chaosCLI(t, args...)
+			if code != 0 || !strings.Contains(out, "no violation") {
+				t.Fatalf("exit %d:\n%s", code, out)
+			}
+			t.Log(out)
+		})
+	}
 	t.Run("unfenced", func(t *testing.T) {
 		// One key, frequent pauses: about twenty lost increments in
 		// every trial run; one is enough.
