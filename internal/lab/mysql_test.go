@@ -39,7 +39,7 @@ func TestChaosCommandMySQL(t *testing.T) {
 	// behind the same faults.
 	for _, shape := range [][]string{{"-sets"}, {"-shape", "rw"}, {"-shape", "semaphore", "-permits", "2"}} {
 		t.Run("fenced "+strings.Join(shape, " "), func(t *testing.T) {
-			args := append([]string{"-backend", "mysql", "-mysql-url", url, "-duration", "2s", "-fault-every", "100ms"}, shape...)
+			args := append([]string{"-backend", "mysql", "-mysql-url", url, "-duration", "3s", "-fault-every", "100ms"}, shape...)
 			code, out := chaosCLI(t, args...)
 			if code != 0 || !strings.Contains(out, "no violation") {
 				t.Fatalf("exit %d:\n%s", code, out)
