@@ -166,10 +166,9 @@ func (rr *resumeRun) cycle(ctx context.Context, w *worker, k int) {
 		return
 	}
 
-	// The restart: the lease is dropped unreleased; the new process knows
-	// only the name and the owner it saved.
+	// The restart: the lease is dropped unreleased (nothing below uses
+	// it); the new process knows only the name and the owner it saved.
 	owner, adopted := lease.Owner(), int64(lease.Token())
-	lease = nil
 	w.maybePause(pauseAt, 2)
 	restarted := lock.New(rr.backend, &rr.opts)
 	obs := resumeObs{Worker: w.id, Key: k, Owner: owner, Adopted: adopted, Call: r.now()}
