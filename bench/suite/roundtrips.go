@@ -2,6 +2,7 @@ package suite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math"
@@ -200,6 +201,7 @@ type RTEnv struct {
 	*Env
 	Redis *goredis.Client
 	PG    *pgxpool.Pool
+	MySQL *sql.DB // nil without MySQL (rt_mysql.go)
 
 	counter *Counter
 	runs    int
@@ -223,7 +225,7 @@ func (r *RTEnv) Measure(fn func() error) error {
 
 // RTCase is one operation whose round trips are counted.
 type RTCase struct {
-	Store string // "Redis" or "PostgreSQL"
+	Store string // "Redis", "PostgreSQL" or "MariaDB"
 	Op    string // the operation, e.g. "acquire (free)"
 	Lib   string
 	Run   func(ctx context.Context, r *RTEnv) error
@@ -237,7 +239,7 @@ func addRT(c RTCase) { rtCases = append(rtCases, c) }
 type RTResult struct {
 	Store, Op, Lib string
 	RoundTrips     float64
-	Commands       float64 // commands (Redis) or statements (PostgreSQL)
+	Commands       float64 // commands (Redis) or statements (PostgreSQL, MariaDB)
 	// ServerUsec is NaN: the server's time per operation is measured, paired
 	// with floors, by MeasureServerCost instead.
 	ServerUsec float64
@@ -286,9 +288,17 @@ func MeasureRoundTripsOf(ctx context.Context, env *Env, keep func(store, op, lib
 		r.PG = pool
 		defer pool.Close()
 	}
+	my, err := openMySQLCounted(env, counter)
+	if err != nil {
+		return nil, err
+	}
+	if my != nil {
+		r.MySQL = my
+		defer my.Close()
+	}
 	var out []RTResult
 	for _, c := range sortedRTCases() {
-		if (c.Store == "Redis" && r.Redis == nil) || (c.Store == "PostgreSQL" && r.PG == nil) {
+		if (c.Store == "Redis" && r.Redis == nil) || (c.Store == "PostgreSQL" && r.PG == nil) || (c.Store == "MariaDB" && r.MySQL == nil) {
 			continue
 		}
 		if keep != nil && !keep(c.Store, c.Op, c.Lib) {
@@ -327,6 +337,11 @@ func measureCase(ctx context.Context, r *RTEnv, c RTCase) RTResult {
 	}
 	res.RoundTrips = float64(r.counter.turns.Load()) / RTRuns
 	res.Commands = float64(r.counter.commands.Load()) / RTRuns
+	if c.Store == "MariaDB" {
+		// Parameters are interpolated (openMySQLCounted): a statement is
+		// one round trip.
+		res.Commands = res.RoundTrips
+	}
 	res.ServerUsec = math.NaN()
 	res.Micros = float64(r.elapsed.Microseconds()) / RTRuns
 	return res
