@@ -18,9 +18,10 @@ import (
 // a new lock.Client (another process, knowing only the saved owner) adopts
 // the lease with Client.Resume and increments the key once more through the
 // resumed lease, with the same token. Pauses past the TTL still freeze
-// workers, among them in the restart itself, so some Resume calls find the
-// lease lapsed (and maybe taken by another worker) and must fail with
-// lock.ErrNotHeld.
+// workers, at one of five steps: before the Advance, before the first Get,
+// between either Get and its Put, and in the restart itself. Some Resume
+// calls then find the lease lapsed (and maybe taken by another worker) and
+// must fail with lock.ErrNotHeld.
 //
 // On top of Run's checks (no stale write accepted, no increment lost, the
 // fenced-register and token models, two live holders) the history of the
@@ -122,6 +123,9 @@ type resumeObs struct {
 	Token        int64 // the resumed lease's token (0 when the call failed)
 	Err          error
 	Call, Return int64
+	// Began is when the first process's Acquire call began: the lease
+	// began no earlier, so it was certainly live until a TTL later.
+	Began int64
 }
 
 func (o resumeObs) String() string {
@@ -146,6 +150,7 @@ func (b resumingBackend) Resume(ctx context.Context, name, owner string, ttl tim
 func (rr *resumeRun) cycle(ctx context.Context, w *worker, k int) {
 	r, cfg := rr.r, &rr.r.cfg
 	name := cfg.lockName(k)
+	began := r.now()
 	lease, err := r.client.Acquire(context.WithValue(ctx, attemptKey{}, w), name, cfg.TTL)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -159,7 +164,7 @@ func (rr *resumeRun) cycle(ctx context.Context, w *worker, k int) {
 
 	pauseAt := -1
 	if cfg.PauseChance > 0 && w.rng.Float64() < cfg.PauseChance {
-		pauseAt = w.rng.IntN(4) // step 2 is the restart itself
+		pauseAt = w.rng.IntN(5) // step 3 is the restart itself
 	}
 	if !rr.firstHalf(w, k, lease, pauseAt) {
 		release(cfg, lease)
@@ -169,9 +174,9 @@ func (rr *resumeRun) cycle(ctx context.Context, w *worker, k int) {
 	// The restart: the lease is dropped unreleased (nothing below uses
 	// it); the new process knows only the name and the owner it saved.
 	owner, adopted := lease.Owner(), int64(lease.Token())
-	w.maybePause(pauseAt, 2)
+	w.maybePause(pauseAt, 3)
 	restarted := lock.New(rr.backend, &rr.opts)
-	obs := resumeObs{Worker: w.id, Key: k, Owner: owner, Adopted: adopted, Call: r.now()}
+	obs := resumeObs{Worker: w.id, Key: k, Owner: owner, Adopted: adopted, Began: began, Call: r.now()}
 	// Not the run's context: a restart begun is carried out, so that the
 	// end of the run does not count as a failed resume.
 	octx, cancel := context.WithTimeout(context.Background(), cfg.OpTimeout)
@@ -189,12 +194,12 @@ func (rr *resumeRun) cycle(ctx context.Context, w *worker, k int) {
 	}
 	defer release(cfg, resumed)
 
-	w.maybePause(pauseAt, 3)
 	store := resumed.Fenced(cfg.Store)
 	get, ok := w.read(k, store)
 	if !ok {
 		return
 	}
+	w.maybePause(pauseAt, 4)
 	if cfg.Work > 0 {
 		time.Sleep(time.Duration(w.rng.Int64N(int64(cfg.Work))))
 	}
@@ -220,6 +225,7 @@ func (rr *resumeRun) firstHalf(w *worker, k int, lease *lock.Lease, pauseAt int)
 	if !ok {
 		return false
 	}
+	w.maybePause(pauseAt, 2)
 	if cfg.Work > 0 {
 		time.Sleep(time.Duration(w.rng.Int64N(int64(cfg.Work))))
 	}
@@ -248,7 +254,7 @@ func (rr *resumeRun) check(hist, final []Op) *ResumeReport {
 			grants = append(grants, o)
 		}
 	}
-	rep.tally(resumes, grants)
+	rep.tally(resumes, grants, rr.r.cfg.TTL)
 	return rep
 }
 
@@ -257,8 +263,9 @@ func (rr *resumeRun) check(hist, final []Op) *ResumeReport {
 // one it adopted, which must be the latest granted to its owner, and no
 // other owner's grant of the lock may have returned before the Resume was
 // called, for that grant ended the owner's lease (a Resume never brings back
-// a lease).
-func (rep *ResumeReport) tally(resumes []resumeObs, grants []Op) {
+// a lease). A refusal is checked too: the lease must not have been certainly
+// live until the refusal returned.
+func (rep *ResumeReport) tally(resumes []resumeObs, grants []Op, ttl time.Duration) {
 	latest := map[string]int64{} // owner -> highest token granted to it
 	for _, g := range grants {
 		latest[g.Owner] = max(latest[g.Owner], g.Token)
@@ -273,6 +280,13 @@ func (rep *ResumeReport) tally(resumes []resumeObs, grants []Op) {
 		switch {
 		case errors.Is(o.Err, lock.ErrNotHeld):
 			rep.NotHeld++
+			// The owner never releases before the restart, so its lease
+			// lasts at least a TTL from Began (less a twentieth for the
+			// servers' clock granularity, as in liveHolders).
+			if o.Return < o.Began+int64(ttl-ttl/20) {
+				rep.RefusedLive++
+				example("refused a live lease", o, fmt.Sprintf(" (lease taken from %d, TTL %v)", o.Began, ttl))
+			}
 			continue
 		case o.Err != nil:
 			rep.ResumeFailures++

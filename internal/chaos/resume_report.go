@@ -16,6 +16,10 @@ type ResumeReport struct {
 	Resumed        int // Resume calls that returned a lease
 	NotHeld        int // Resume calls refused with lock.ErrNotHeld: the lease had lapsed (a pause), maybe taken by another
 	ResumeFailures int // Resume calls that failed otherwise (faults)
+	// RefusedLive counts refusals that returned less than a TTL after the
+	// first process's Acquire call began: the lease, never released, was
+	// certainly live (must be 0; a figure when Config.LeasesLost).
+	RefusedLive int
 
 	// TokenChanged counts resumed leases whose token is not that of the
 	// lease they adopted (must be 0).
@@ -43,6 +47,9 @@ func (r *ResumeReport) resumeViolations() []string {
 	if r.NotLatest > 0 {
 		v = append(v, fmt.Sprintf("%d resumed leases with a token other than the latest granted to their owner", r.NotLatest))
 	}
+	if r.RefusedLive > 0 && !r.LeasesLost {
+		v = append(v, fmt.Sprintf("%d resumes refused a lease that was certainly live", r.RefusedLive))
+	}
 	if r.Superseded > 0 && !r.LeasesLost {
 		v = append(v, fmt.Sprintf("%d resumes succeeded after another owner was granted the lock", r.Superseded))
 	}
@@ -64,6 +71,11 @@ func (r *ResumeReport) Print(w io.Writer) {
 	row("restarts", r.Restarts)
 	row("resumed", r.Resumed)
 	row("refused, lapsed (ErrNotHeld)", r.NotHeld)
+	if r.LeasesLost {
+		row("refused a live lease (leases lost)", r.RefusedLive)
+	} else {
+		row("refused a live lease (must be 0)", r.RefusedLive)
+	}
 	if r.ResumeFailures > 0 {
 		row("failed otherwise (faults)", r.ResumeFailures)
 	}

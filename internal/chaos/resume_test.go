@@ -14,16 +14,19 @@ import (
 	"github.com/fencekit/fencekit/lock"
 )
 
-// resumeRunFor runs cfg in resume mode with short defaults (4 workers on 2
-// keys, 1 s, TTL 30 ms, pauses in 3 cycles of 10, a memory store) and
-// returns the report and its text.
+// resumeRunFor runs cfg in resume mode with short settings (4 workers
+// unless cfg says, 2 keys, 1 s, TTL 30 ms, pauses in 3 cycles of 10, a
+// memory store) and returns the report and its text.
 func resumeRunFor(t *testing.T, cfg Config) (*ResumeReport, string) {
 	t.Helper()
 	if cfg.Store == nil {
 		cfg.Store = memory.NewStore()
 	}
 	cfg.Name = "memory"
-	cfg.Workers, cfg.Keys, cfg.Duration, cfg.TTL, cfg.PauseChance = 4, 2, time.Second, 30*time.Millisecond, 0.3
+	if cfg.Workers == 0 {
+		cfg.Workers = 4
+	}
+	cfg.Keys, cfg.Duration, cfg.TTL, cfg.PauseChance = 2, time.Second, 30*time.Millisecond, 0.3
 	rep, err := RunResume(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +75,7 @@ type baseOnly struct{ lock.Backend }
 
 func TestRunResumeUnfencedLosesIncrements(t *testing.T) {
 	t.Parallel()
-	rep, out := resumeRunFor(t, Config{Backend: memory.NewBackend(), Seed: 2, Unfenced: true})
+	rep, out := resumeRunFor(t, Config{Backend: memory.NewBackend(), Workers: 5, Seed: 2, Unfenced: true})
 	if rep.OK() || rep.Lost == 0 || !strings.Contains(out, "VIOLATIONS") {
 		t.Fatalf("an unfenced resume run must lose increments:\n%s", out)
 	}
@@ -109,22 +112,38 @@ func (b anyOwnerResume) Resume(ctx context.Context, name, _ string, ttl time.Dur
 	return info.Token, nil
 }
 
+// refusingResume is a broken Resumer: it refuses every lease, live or not.
+type refusingResume struct{ *memory.Backend }
+
+func (b refusingResume) Resume(_ context.Context, name, _ string, _ time.Duration) (fence.Token, error) {
+	return 0, fmt.Errorf("%w: %q", lock.ErrNotHeld, name)
+}
+
 // The checker fails a Resume that mints a token (the counters stay right:
-// only the resume checks can see it) and one that adopts another owner's
-// lease.
+// only the resume checks can see it), one that adopts another owner's
+// lease, and one that refuses live leases.
 func TestRunResumeCatchesBrokenResumes(t *testing.T) {
 	t.Parallel()
-	rep, out := resumeRunFor(t, Config{Backend: mintingResume{memory.NewBackend()}, Seed: 4})
-	if rep.OK() || rep.TokenChanged == 0 || rep.NotLatest == 0 || !strings.Contains(out, "RESUME VIOLATIONS") {
-		t.Fatalf("a Resume that mints: the checker must report changed tokens:\n%s", out)
-	}
-	rep, out = resumeRunFor(t, Config{Backend: anyOwnerResume{memory.NewBackend()}, Seed: 5})
-	if rep.OK() || rep.TokenChanged == 0 || rep.Superseded == 0 {
-		t.Fatalf("a Resume that adopts any owner's lease: the checker must report it:\n%s", out)
+	for _, c := range []struct {
+		name    string
+		backend lock.Backend
+		caught  func(*ResumeReport) bool
+	}{
+		{"mints", mintingResume{memory.NewBackend()}, func(r *ResumeReport) bool { return r.TokenChanged > 0 && r.NotLatest > 0 }},
+		{"adopts any owner's lease", anyOwnerResume{memory.NewBackend()}, func(r *ResumeReport) bool { return r.TokenChanged > 0 && r.Superseded > 0 }},
+		{"refuses every lease", refusingResume{memory.NewBackend()}, func(r *ResumeReport) bool { return r.Resumed == 0 && r.RefusedLive > 0 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rep, out := resumeRunFor(t, Config{Backend: c.backend, Seed: 4})
+			if rep.OK() || !c.caught(rep) || !strings.Contains(out, "RESUME VIOLATIONS") {
+				t.Fatalf("a Resume that %s: the checker must report it:\n%s", c.name, out)
+			}
+		})
 	}
 }
 
-// The resume checks on a made-up history: each fires on its own.
+// The resume checks on a made-up history (TTL 100): each fires on its own.
 func TestResumeTally(t *testing.T) {
 	grants := []Op{
 		{Kind: Acquire, Key: 0, Owner: "a", Token: 5, Call: 0, Return: 10},
@@ -133,25 +152,28 @@ func TestResumeTally(t *testing.T) {
 	}
 	notHeld := fmt.Errorf("%w: x", lock.ErrNotHeld)
 	for _, c := range []struct {
-		name                           string
-		obs                            resumeObs
-		changed, notLatest, superseded int
+		name                                 string
+		obs                                  resumeObs
+		changed, notLatest, superseded, live int
 	}{
-		{"resumed in time", resumeObs{Key: 0, Owner: "a", Adopted: 5, Token: 5, Call: 50, Return: 60}, 0, 0, 0},
-		{"refused after b's grant", resumeObs{Key: 0, Owner: "a", Adopted: 5, Err: notHeld, Call: 200, Return: 210}, 0, 0, 0},
-		{"resumed after b's grant", resumeObs{Key: 0, Owner: "a", Adopted: 5, Token: 5, Call: 200, Return: 210}, 0, 0, 1},
-		{"overlapping b's grant", resumeObs{Key: 0, Owner: "a", Adopted: 5, Token: 5, Call: 105, Return: 210}, 0, 0, 0},
-		{"another lock's grant", resumeObs{Key: 1, Owner: "d", Adopted: 4, Token: 4, Call: 200, Return: 210}, 0, 1, 1},
-		{"a minted token", resumeObs{Key: 0, Owner: "a", Adopted: 5, Token: 8, Call: 50, Return: 60}, 1, 1, 0},
-		{"b's token", resumeObs{Key: 0, Owner: "a", Adopted: 5, Token: 6, Call: 200, Return: 210}, 1, 1, 1},
+		{"resumed in time", resumeObs{Key: 0, Owner: "a", Adopted: 5, Token: 5, Call: 50, Return: 60}, 0, 0, 0, 0},
+		{"refused after b's grant", resumeObs{Key: 0, Owner: "a", Adopted: 5, Err: notHeld, Call: 200, Return: 210}, 0, 0, 0, 0},
+		{"refused near the end of the TTL", resumeObs{Key: 0, Owner: "a", Adopted: 5, Err: notHeld, Call: 50, Return: 96}, 0, 0, 0, 0},
+		{"refused while live", resumeObs{Key: 0, Owner: "a", Adopted: 5, Err: notHeld, Call: 50, Return: 94}, 0, 0, 0, 1},
+		{"failed while live", resumeObs{Key: 0, Owner: "a", Adopted: 5, Err: errors.New("cut"), Call: 50, Return: 60}, 0, 0, 0, 0},
+		{"resumed after b's grant", resumeObs{Key: 0, Owner: "a", Adopted: 5, Token: 5, Call: 200, Return: 210}, 0, 0, 1, 0},
+		{"overlapping b's grant", resumeObs{Key: 0, Owner: "a", Adopted: 5, Token: 5, Call: 105, Return: 210}, 0, 0, 0, 0},
+		{"another lock's grant", resumeObs{Key: 1, Owner: "d", Adopted: 4, Token: 4, Call: 200, Return: 210}, 0, 1, 1, 0},
+		{"a minted token", resumeObs{Key: 0, Owner: "a", Adopted: 5, Token: 8, Call: 50, Return: 60}, 1, 1, 0, 0},
+		{"b's token", resumeObs{Key: 0, Owner: "a", Adopted: 5, Token: 6, Call: 200, Return: 210}, 1, 1, 1, 0},
 	} {
 		rep := &ResumeReport{Report: &Report{}}
-		rep.tally([]resumeObs{c.obs}, grants)
-		if rep.TokenChanged != c.changed || rep.NotLatest != c.notLatest || rep.Superseded != c.superseded {
-			t.Errorf("%s: changed %d, not latest %d, superseded %d; want %d, %d, %d", c.name,
-				rep.TokenChanged, rep.NotLatest, rep.Superseded, c.changed, c.notLatest, c.superseded)
+		rep.tally([]resumeObs{c.obs}, grants, 100)
+		if rep.TokenChanged != c.changed || rep.NotLatest != c.notLatest || rep.Superseded != c.superseded || rep.RefusedLive != c.live {
+			t.Errorf("%s: changed %d, not latest %d, superseded %d, refused live %d; want %d, %d, %d, %d", c.name,
+				rep.TokenChanged, rep.NotLatest, rep.Superseded, rep.RefusedLive, c.changed, c.notLatest, c.superseded, c.live)
 		}
-		if ok := len(rep.resumeViolations()) == 0; ok != (c.changed+c.notLatest+c.superseded == 0) {
+		if ok := len(rep.resumeViolations()) == 0; ok != (c.changed+c.notLatest+c.superseded+c.live == 0) {
 			t.Errorf("%s: resume violations %q", c.name, rep.resumeViolations())
 		}
 	}
