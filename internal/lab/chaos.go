@@ -62,9 +62,10 @@ unreleased as a process that dies would, and a new client adopts the lease by
 its saved owner (Client.Resume) and increments the key again with the same
 token; a pause may make the lease lapse first, and the resume must then be
 refused (ErrNotHeld). The run also checks that a resumed lease has the token
-of the lease it adopted, the latest granted to its owner, and that no resume
-succeeds after another owner was granted the lock. It takes one lock per
-cycle: not with -sets, -transfer or -shape rw|semaphore.
+of the lease it adopted, the latest granted to its owner, that no resume
+succeeds after another owner was granted the lock, and that none refuses a
+lease still certainly live. It takes one lock per cycle: not with -sets,
+-transfer or -shape rw|semaphore.
 
 `
 
