@@ -24,6 +24,11 @@
 // once (lock.Client.DoMulti) and increments every key of the set, each write
 // fenced by its own name's token (sets.go); the run must then also keep
 // making progress, as a lock that deadlocks would not (progress.go).
+//
+// RunResume (resume.go) drops each lease half way through its cycle and has
+// a new Client adopt it by its owner (lock.Client.Resume) and write on with
+// the same token; RunPermits (permits.go) runs the workers over semaphore
+// and read-write permits.
 package chaos
 
 import (

@@ -26,7 +26,7 @@ const chaosUsage = `usage: fencelab chaos [-backend memory|redis|postgres] [-dur
                       [-sets [-transfer] [-stall-limit D]]
                       [-redis-url URL] [-postgres-url URL]
                       [-kill-server-every D [-kill-downtime D]]
-                      [-shape lock|rw|semaphore [-permits N]]
+                      [-shape lock|rw|semaphore [-permits N]] [-resume]
 
 Workers increment shared counters under the lock (Advance, Get, fenced Put of
 value+1) while random pauses longer than the TTL freeze them and, for redis and
@@ -57,6 +57,16 @@ permit, and the run also checks the shape: no permits certainly live beside
 permits the shape forbids, no live read above its PriorWriter, rising tokens
 (with -kill-server-every those are figures: a restart may forget permits).
 
+With -resume, each cycle increments its key once, then drops its lease
+unreleased as a process that dies would, and a new client adopts the lease by
+its saved owner (Client.Resume) and increments the key again with the same
+token; a pause may make the lease lapse first, and the resume must then be
+refused (ErrNotHeld). The run also checks that a resumed lease has the token
+of the lease it adopted, the latest granted to its owner, that no resume
+succeeds after another owner was granted the lock, and that none refuses a
+lease still certainly live. It takes one lock per cycle: not with -sets,
+-transfer or -shape rw|semaphore.
+
 `
 
 // runChaos is `fencelab chaos`.
@@ -84,6 +94,7 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 		downtime   = fs.Duration("kill-downtime", 200*time.Millisecond, "how long a killed server stays down")
 		shape      = fs.String("shape", "lock", "what the workers take: the lock, or rw or semaphore permits (a lock.PermitBackend's)")
 		permits    = fs.Int("permits", 2, "with -shape semaphore: the semaphore's number of permits")
+		resume     = fs.Bool("resume", false, "drop each lease half way through its cycle and resume it from a new client (Client.Resume)")
 	)
 	// The backend flags (-backend, -ttl, -redis-url, -postgres-url) are
 	// main's: accept them here too, writing the same variables.
@@ -109,6 +120,10 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 	}
 	if (*sets || *transfer) && *shape != "lock" {
 		fmt.Fprintln(stderr, "fencelab chaos: -sets and -transfer take sets of locks: use them with -shape lock")
+		return 2
+	}
+	if msg := resumeConflict(*resume, *sets || *transfer, *shape); msg != "" {
+		fmt.Fprintln(stderr, "fencelab chaos:", msg)
 		return 2
 	}
 	if *killEvery < 0 || *downtime < 0 {
@@ -161,7 +176,7 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 	} else {
 		close(killsDone)
 	}
-	rep, err := runShape(ctx, *shape, *permits, killed != nil && killed.forgets, chaos.Config{
+	rep, err := runShape(ctx, chaosMode(*shape, *resume), *permits, killed != nil && killed.forgets, chaos.Config{
 		Name:        name,
 		Backend:     backend,
 		Store:       store,

@@ -20,11 +20,15 @@ type chaosReport interface {
 }
 
 // runShape runs the chaos run of shape on cfg: chaos.Run for "lock",
-// chaos.RunPermits with permits (a semaphore's number) for the others, on a
+// chaos.RunResume for resumeMode (-resume), chaos.RunPermits with permits
+// (a semaphore's number) for the others, on a
 // backend that has permits. serverForgets says that the run kills a
 // server whose restart loses every permit (Redis without persistence), so
 // the shape's checks are then figures (chaos.PermitConfig.ServerForgets).
 func runShape(ctx context.Context, shape string, permits int, serverForgets bool, cfg chaos.Config) (chaosReport, error) {
+	if shape == resumeMode {
+		return runResume(ctx, cfg)
+	}
 	if shape == "lock" {
 		rep, err := chaos.Run(ctx, cfg)
 		if err != nil {
