@@ -224,22 +224,62 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
+	r := newRunner(cfg)
+	opts := cfg.clientOptions()
+	r.client = lock.New(recording(r, cfg.Backend), &opts)
+	d, err := r.drive(ctx, func(ctx context.Context, w *worker) { w.loop(ctx) })
+	if err != nil {
+		return nil, err
+	}
+	rep := r.check(d.hist, d.final)
+	rep.Elapsed = d.elapsed
+	rep.progress(d.held, d.end, cfg.StallLimit)
+	return rep, nil
+}
+
+// newRunner returns the state the workers of a run of cfg share, without
+// its Client.
+func newRunner(cfg Config) *runner {
 	r := &runner{cfg: cfg, start: time.Now(), inside: make([]int, cfg.Keys), lockIndex: make(map[string]int, cfg.Keys)}
 	for k := 0; k < cfg.Keys; k++ {
 		r.lockIndex[cfg.lockName(k)] = k
 	}
-	r.client = lock.New(recording(r, cfg.Backend), &lock.Options{
+	return r
+}
+
+// clientOptions are the options of the Client every run's workers use:
+// quick retries, bounded by a quarter of the TTL.
+func (cfg Config) clientOptions() lock.Options {
+	return lock.Options{
 		MinBackoff: time.Millisecond,
 		MaxBackoff: max(cfg.TTL/4, 2*time.Millisecond),
 		Queue:      lock.QueueOptions{Polling: cfg.Polling},
-	})
+	}
+}
 
+// driven is what the workers of a run left behind.
+type driven struct {
+	hist    []Op      // every worker's ops, the recorded releases and the final reads
+	final   []Op      // the final reads
+	held    [][]int64 // per worker, when each of its acquisitions was handed to it
+	end     int64     // r.now() when the run's time was up: workers start no cycle after it
+	elapsed time.Duration
+}
+
+// drive runs loop in each of cfg.Workers workers until cfg.Duration has
+// passed, with the network's faults and each of background alongside, waits
+// for every last cycle, heals the network and reads the final counters.
+func (r *runner) drive(ctx context.Context, loop func(ctx context.Context, w *worker), background ...func(ctx context.Context)) (driven, error) {
+	cfg := r.cfg
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
-	var faults sync.WaitGroup
+	var bg sync.WaitGroup
 	if cfg.Network != nil {
-		faults.Add(1)
-		go func() { defer faults.Done(); r.injectFaults(runCtx) }()
+		background = append(background, r.injectFaults)
+	}
+	for _, f := range background {
+		bg.Add(1)
+		go func() { defer bg.Done(); f(runCtx) }()
 	}
 	workers := make([]*worker, cfg.Workers)
 	var wg sync.WaitGroup
@@ -247,36 +287,33 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		w := &worker{r: r, id: i, rng: mrand.New(mrand.NewPCG(cfg.Seed, uint64(i)))}
 		workers[i] = w
 		wg.Add(1)
-		go func() { defer wg.Done(); w.loop(runCtx) }()
+		go func() { defer wg.Done(); loop(runCtx, w) }()
 	}
 	<-runCtx.Done()
-	end := r.now() // workers start no cycle after this: the end of the time in which they must progress
+	d := driven{end: r.now()}
 	wg.Wait()
 	cancel()
-	faults.Wait()
+	bg.Wait()
 	if cfg.Network != nil {
 		cfg.Network.Heal()
 	}
-	elapsed := time.Since(r.start)
+	d.elapsed = time.Since(r.start)
 
-	var hist []Op
-	held := make([][]int64, len(workers))
+	d.held = make([][]int64, len(workers))
 	for i, w := range workers {
-		hist = append(hist, w.ops...)
-		held[i] = w.held
+		d.hist = append(d.hist, w.ops...)
+		d.held[i] = w.held
 	}
 	r.mu.Lock()
-	hist = append(hist, r.releases...)
+	d.hist = append(d.hist, r.releases...)
 	r.mu.Unlock()
 	final, err := r.readFinal(ctx)
 	if err != nil {
-		return nil, err
+		return driven{}, err
 	}
-	hist = append(hist, final...)
-	rep := r.check(hist, final)
-	rep.Elapsed = elapsed
-	rep.progress(held, end, cfg.StallLimit)
-	return rep, nil
+	d.final = final
+	d.hist = append(d.hist, final...)
+	return d, nil
 }
 
 // runner is the state workers share.

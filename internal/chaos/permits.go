@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	mrand "math/rand/v2"
 	"sync"
 	"time"
 
@@ -101,50 +100,16 @@ func RunPermits(ctx context.Context, pc PermitConfig) (*PermitReport, error) {
 	if err := pc.setDefaults(); err != nil {
 		return nil, err
 	}
-	r := &runner{cfg: pc.Config, start: time.Now(), inside: make([]int, pc.Keys)}
+	r := newRunner(pc.Config)
 	p := &permitRun{r: r, pc: pc, pb: pc.Backend.(lock.PermitBackend), pending: map[string]int64{}, inside: map[string]*holding{}}
-	r.client = lock.New(permitRecording{Backend: pc.Backend, pb: p.pb, p: p}, &lock.Options{
-		MinBackoff: time.Millisecond,
-		MaxBackoff: max(pc.TTL/4, 2*time.Millisecond),
-		Queue:      lock.QueueOptions{Polling: pc.Polling},
-	})
-
-	runCtx, cancel := context.WithTimeout(ctx, pc.Duration)
-	defer cancel()
-	var bg sync.WaitGroup
-	if pc.Network != nil {
-		bg.Add(1)
-		go func() { defer bg.Done(); r.injectFaults(runCtx) }()
-	}
-	bg.Add(1)
-	go func() { defer bg.Done(); p.sample(runCtx) }()
-	workers := make([]*worker, pc.Workers)
-	var wg sync.WaitGroup
-	for i := range workers {
-		w := &worker{r: r, id: i, rng: mrand.New(mrand.NewPCG(pc.Seed, uint64(i)))}
-		workers[i] = w
-		wg.Add(1)
-		go func() { defer wg.Done(); p.loop(runCtx, w) }()
-	}
-	wg.Wait()
-	cancel()
-	bg.Wait()
-	if pc.Network != nil {
-		pc.Network.Heal()
-	}
-	elapsed := time.Since(r.start)
-
-	var hist []Op
-	for _, w := range workers {
-		hist = append(hist, w.ops...)
-	}
-	final, err := r.readFinal(ctx)
+	opts := pc.clientOptions()
+	r.client = lock.New(permitRecording{Backend: pc.Backend, pb: p.pb, p: p}, &opts)
+	d, err := r.drive(ctx, p.loop, p.sample)
 	if err != nil {
 		return nil, err
 	}
-	hist = append(hist, final...)
-	rep := p.check(hist, final)
-	rep.Elapsed = elapsed
+	rep := p.check(d.hist, d.final)
+	rep.Elapsed = d.elapsed
 	return rep, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"sync"
 	"time"
 
@@ -37,70 +36,26 @@ func RunResume(ctx context.Context, cfg Config) (*ResumeReport, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	r := &runner{cfg: cfg, start: time.Now(), inside: make([]int, cfg.Keys), lockIndex: make(map[string]int, cfg.Keys)}
-	for k := 0; k < cfg.Keys; k++ {
-		r.lockIndex[cfg.lockName(k)] = k
-	}
+	r := newRunner(cfg)
 	rec := recording(r, cfg.Backend)
-	rr := &resumeRun{r: r, backend: rec, opts: lock.Options{
-		MinBackoff: time.Millisecond,
-		MaxBackoff: max(cfg.TTL/4, 2*time.Millisecond),
-		Queue:      lock.QueueOptions{Polling: cfg.Polling},
-	}}
+	rr := &resumeRun{r: r, backend: rec, opts: cfg.clientOptions()}
 	// The restarted process resumes through the backend's own Resume when
 	// it has one; otherwise the Client resumes through the base contract.
 	if rs, ok := cfg.Backend.(lock.Resumer); ok {
 		rr.backend = resumingBackend{Backend: rec, rs: rs}
 	}
 	r.client = lock.New(rec, &rr.opts)
-
-	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
-	defer cancel()
-	var faults sync.WaitGroup
-	if cfg.Network != nil {
-		faults.Add(1)
-		go func() { defer faults.Done(); r.injectFaults(runCtx) }()
-	}
-	workers := make([]*worker, cfg.Workers)
-	var wg sync.WaitGroup
-	for i := range workers {
-		w := &worker{r: r, id: i, rng: mrand.New(mrand.NewPCG(cfg.Seed, uint64(i)))}
-		workers[i] = w
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for runCtx.Err() == nil {
-				rr.cycle(runCtx, w, w.rng.IntN(cfg.Keys))
-			}
-		}()
-	}
-	<-runCtx.Done()
-	end := r.now() // workers start no cycle after this
-	wg.Wait()
-	cancel()
-	faults.Wait()
-	if cfg.Network != nil {
-		cfg.Network.Heal()
-	}
-	elapsed := time.Since(r.start)
-
-	var hist []Op
-	held := make([][]int64, len(workers))
-	for i, w := range workers {
-		hist = append(hist, w.ops...)
-		held[i] = w.held
-	}
-	r.mu.Lock()
-	hist = append(hist, r.releases...)
-	r.mu.Unlock()
-	final, err := r.readFinal(ctx)
+	d, err := r.drive(ctx, func(ctx context.Context, w *worker) {
+		for ctx.Err() == nil {
+			rr.cycle(ctx, w, w.rng.IntN(cfg.Keys))
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	hist = append(hist, final...)
-	rep := rr.check(hist, final)
-	rep.Elapsed = elapsed
-	rep.progress(held, end, cfg.StallLimit)
+	rep := rr.check(d.hist, d.final)
+	rep.Elapsed = d.elapsed
+	rep.progress(d.held, d.end, cfg.StallLimit)
 	return rep, nil
 }
 
