@@ -206,57 +206,11 @@ func checkSemaphoreShape(ctx context.Context, b lock.Backend, ns string) error {
 	return l4.Release(ctx)
 }
 
-// semWaiter is a Semaphore.Acquire (or RWLock acquire) in the background.
-type semWaiter struct {
-	done  chan struct{}
-	lease *lock.Lease
-	err   error
-}
-
-// startPermitWaiter starts acquire in the background and returns once it
-// is in line (its first attempt refused) or it returned.
-func startPermitWaiter(ctx context.Context, acquire func(ctx context.Context, c *lock.Client) (*lock.Lease, error), b lock.Backend) (*semWaiter, error) {
-	w := &semWaiter{done: make(chan struct{})}
-	queued := make(chan struct{})
-	var once sync.Once
-	c := lock.New(b, &lock.Options{
-		Queue: lock.QueueOptions{PlaceTTL: permitPlaceTTL},
-		Observer: func(e lock.Event) {
-			if e.Kind == lock.EventRetrying {
-				once.Do(func() { close(queued) })
-			}
-		},
-	})
-	go func() {
-		defer close(w.done)
-		w.lease, w.err = acquire(ctx, c)
-	}()
-	select {
-	case <-queued:
-	case <-w.done:
-	case <-time.After(waitFor):
-		return nil, fmt.Errorf("a waiter was not refused (queued) within %v of starting", waitFor)
-	}
-	return w, nil
-}
-
-func (w *semWaiter) served(ctx context.Context, what string) (*lock.Lease, error) {
-	if err := waitChan(ctx, w.done, what+" acquiring"); err != nil {
-		return nil, fmt.Errorf("%w: it was not woken", err)
-	}
-	if w.err != nil {
-		return nil, fmt.Errorf("%s: %w", what, w.err)
-	}
-	return w.lease, nil
-}
-
-func (w *semWaiter) waiting() bool {
-	select {
-	case <-w.done:
-		return false
-	default:
-		return true
-	}
+// startPermitWaiter starts acquire in the background, its place renewed
+// rarely, and returns once it is in line (its first attempt refused) or it
+// returned.
+func startPermitWaiter(ctx context.Context, acquire func(ctx context.Context, c *lock.Client) (*lock.Lease, error), b lock.Backend) (*waiter, error) {
+	return startAcquirer(ctx, b, permitPlaceTTL, acquire, nil)
 }
 
 // checkSemaphoreOrder: with one permit held, waiters are served in the
@@ -270,7 +224,7 @@ func checkSemaphoreOrder(ctx context.Context, b lock.Backend, ns string) error {
 	if err != nil {
 		return err
 	}
-	var ws []*semWaiter
+	var ws []*waiter
 	for range 3 {
 		w, err := startPermitWaiter(ctx, func(ctx context.Context, c *lock.Client) (*lock.Lease, error) {
 			return c.Semaphore(name, 1).Acquire(ctx, longTTL)

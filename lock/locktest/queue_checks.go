@@ -70,6 +70,14 @@ type waiter struct {
 // third of placeTTL, and returns once the waiter is in line (its first
 // attempt refused) or Acquire returned.
 func startWaiter(ctx context.Context, b lock.Backend, name string, placeTTL time.Duration, then func(*lock.Lease)) (*waiter, error) {
+	return startAcquirer(ctx, b, placeTTL, func(ctx context.Context, c *lock.Client) (*lock.Lease, error) {
+		return c.Acquire(ctx, name, longTTL)
+	}, then)
+}
+
+// startAcquirer is startWaiter for any blocking acquire through a Client
+// on b (a semaphore's or a read-write lock's, say).
+func startAcquirer(ctx context.Context, b lock.Backend, placeTTL time.Duration, acquire func(ctx context.Context, c *lock.Client) (*lock.Lease, error), then func(*lock.Lease)) (*waiter, error) {
 	w := &waiter{queued: make(chan struct{}), done: make(chan struct{})}
 	var once sync.Once
 	c := lock.New(b, &lock.Options{
@@ -84,7 +92,7 @@ func startWaiter(ctx context.Context, b lock.Backend, name string, placeTTL time
 	w.cancel = cancel
 	go func() {
 		defer close(w.done)
-		w.lease, w.err = c.Acquire(wctx, name, longTTL)
+		w.lease, w.err = acquire(wctx, c)
 		if w.err == nil && then != nil {
 			then(w.lease)
 		}
@@ -97,6 +105,16 @@ func startWaiter(ctx context.Context, b lock.Backend, name string, placeTTL time
 	case <-time.After(waitFor):
 		cancel()
 		return nil, fmt.Errorf("a waiter was not refused (queued) within %v of starting", waitFor)
+	}
+}
+
+// waiting says whether w's acquire has not returned yet.
+func (w *waiter) waiting() bool {
+	select {
+	case <-w.done:
+		return false
+	default:
+		return true
 	}
 }
 
