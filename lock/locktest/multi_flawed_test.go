@@ -81,23 +81,9 @@ func TestMultiChecksCatchFlaws(t *testing.T) {
 			if names == nil {
 				names = []string{"AcquireMultiAllOrNothing", "MultiAllOrNothing", "MultiTokensRisePerName", "MultiWaiterHoldsNothing", "MultiOpposedOrdersBothFinish"}
 			}
-			for _, name := range names {
-				c, ok := checks[name]
-				if !ok {
-					t.Fatalf("no check %q", name)
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), locktest.Timeout)
-				err := c.Run(ctx, &flawedMulti{Backend: memory.NewBackend(), f: tc.f}, locktest.Namespace())
-				cancel()
-				switch {
-				case tc.caught == nil && err != nil:
-					t.Errorf("%s failed on the correct backend: %v", name, err)
-				case tc.caught != nil && err == nil:
-					t.Errorf("%s passed a backend with flaw %s", name, tc.name)
-				case err != nil:
-					t.Logf("%s: %v", name, firstLine(err))
-				}
-			}
+			runOnFlawed(t, checks, names, tc.caught != nil, tc.name, func() lock.Backend {
+				return &flawedMulti{Backend: memory.NewBackend(), f: tc.f}
+			})
 		})
 	}
 }

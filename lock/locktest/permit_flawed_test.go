@@ -83,24 +83,34 @@ func TestPermitChecksCatchFlaws(t *testing.T) {
 			if names == nil {
 				names = all
 			}
-			for _, name := range names {
-				c, ok := checks[name]
-				if !ok {
-					t.Fatalf("no check %q", name)
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), locktest.Timeout)
-				err := c.Run(ctx, &flawedPermits{Backend: memory.NewBackend(), f: tc.f}, locktest.Namespace())
-				cancel()
-				switch {
-				case tc.caught == nil && err != nil:
-					t.Errorf("%s failed on the correct backend: %v", name, err)
-				case tc.caught != nil && err == nil:
-					t.Errorf("%s passed a backend with flaw %s", name, tc.name)
-				case err != nil:
-					t.Logf("%s: %v", name, firstLine(err))
-				}
-			}
+			runOnFlawed(t, checks, names, tc.caught != nil, tc.name, func() lock.Backend {
+				return &flawedPermits{Backend: memory.NewBackend(), f: tc.f}
+			})
 		})
+	}
+}
+
+// runOnFlawed runs the checks named names on a backend from newBackend each,
+// and fails t when one that must catch the flaw (flawed) passes, or when one
+// fails a correct backend (!flawed).
+func runOnFlawed(t *testing.T, checks map[string]locktest.Check, names []string, flawed bool, flaw string, newBackend func() lock.Backend) {
+	t.Helper()
+	for _, name := range names {
+		c, ok := checks[name]
+		if !ok {
+			t.Fatalf("no check %q", name)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), locktest.Timeout)
+		err := c.Run(ctx, newBackend(), locktest.Namespace())
+		cancel()
+		switch {
+		case !flawed && err != nil:
+			t.Errorf("%s failed on the correct backend: %v", name, err)
+		case flawed && err == nil:
+			t.Errorf("%s passed a backend with flaw %s", name, flaw)
+		case err != nil:
+			t.Logf("%s: %v", name, firstLine(err))
+		}
 	}
 }
 
