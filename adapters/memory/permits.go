@@ -266,14 +266,3 @@ func (b *Backend) InspectPermits(ctx context.Context, name string) (lock.Permits
 	}
 	return ps, nil
 }
-
-// ExpirePermit ends owner's permit on name at once, as if its TTL had run
-// out, and wakes the line. Tests use it to simulate expiry without waiting.
-func (b *Backend) ExpirePermit(name, owner string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if p := b.permits[name]; p != nil {
-		delete(p.holders, owner)
-		p.wakeAll()
-	}
-}
