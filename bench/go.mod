@@ -2,15 +2,33 @@ module github.com/fencekit/fencekit/bench
 
 go 1.26.0
 
-replace github.com/fencekit/fencekit => ../
+// The checkout's own fencekit and fenceotel, not published versions.
+replace (
+	github.com/fencekit/fencekit => ../
+	github.com/fencekit/fencekit/fenceotel => ../fenceotel
+)
 
 require (
 	github.com/bsm/redislock v0.9.4
-	github.com/fencekit/fencekit v0.0.0-00010101000000-000000000000
+	github.com/fencekit/fencekit v0.0.0
+	github.com/fencekit/fencekit/fenceotel v0.0.0
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/redis/go-redis/v9 v9.23.0
+	go.opentelemetry.io/otel/sdk v1.47.0
+	go.opentelemetry.io/otel/sdk/metric v1.47.0
+)
+
+require (
+	github.com/go-logr/logr v1.4.4 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/otel v1.47.0 // indirect
+	go.opentelemetry.io/otel/log v1.47.0 // indirect
+	go.opentelemetry.io/otel/metric v1.47.0 // indirect
+	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 )
 
 require (

@@ -12,6 +12,7 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/fenceotel"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // BenchmarkAcquireRelease measures what the instrumentation adds to one
@@ -28,7 +29,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			name = "otel"
 		}
 		b.Run(name, func(b *testing.B) {
-			var backend lock.Backend = memory.NewBackend()
+			var backend driver.Backend = memory.NewBackend()
 			var store fence.Store = memory.NewStore()
 			opts := &lock.Options{}
 			if instrumented {

@@ -1,14 +1,25 @@
 // Package fenceotel reports fencekit's locks and fenced writes to
-// OpenTelemetry: metrics from a lock.Client's events and from its Backend's
-// calls, and spans for Acquire, Extend, Release and every write to a fenced
-// store. It is a module of its own, so that OpenTelemetry stays out of the
-// core module's graph.
+// OpenTelemetry: metrics from a lock.Client's events and from its backend's
+// calls, and spans for every call of the driver contract (Acquire, Extend,
+// Release, Await, Leave: every lock shape, queued waiting included) and
+// every write to a fenced store. It is a module of its own, so that
+// OpenTelemetry stays out of the core module's graph.
+//
+// tel.Backend wraps any driver.Backend and keeps every capability of what
+// it wraps (TestEveryShapeThroughTheTracedBackend). The renewals of the
+// keep-alive and the releases after a lost context run on a context that
+// keeps the values of the one the lease was acquired with, so their spans
+// join the caller's trace (TestKeepAliveSpansJoinTheCallersTrace).
 //
 // Wire it in three places, all optional:
 //
 //	tel, err := fenceotel.New(nil) // the global MeterProvider and TracerProvider
 //	client := lock.New(tel.Backend(backend), &lock.Options{Observer: tel.Observer(nil)})
 //	store := tel.Store(fenceredis.NewStore(rdb, nil))
+//
+// tel.Observer(next) returns a *lock.Observer that records the event
+// metrics below, then hands each event to next's field of the same kind,
+// when set: pass lock.SlogObserver(logger) to log the events too, or nil.
 //
 // The metrics (see docs/operations.md for what to alert on):
 //
@@ -23,7 +34,7 @@
 //	fencekit.lock.renewal.failures   counter: renewals that failed without ending the lease, by cause
 //	fencekit.lock.stale              counter: fenced writes refused as stale (Lease.Fenced,
 //	                                 Guard.Check and UpdateFenced of postgres and sqldb)
-//	fencekit.lock.backend.duration   histogram, s: each Backend call, by operation and outcome
+//	fencekit.lock.backend.duration   histogram, s: each backend call, by operation and outcome
 //	fencekit.store.duration          histogram, s: each Store call, by operation and outcome
 //	                                 (ok, stale, not-found, error)
 //
@@ -87,6 +98,11 @@ const (
 	attrTTL       = attribute.Key("fencekit.ttl_ms")
 	attrFence     = attribute.Key("fencekit.fence")
 	attrOfferedTk = attribute.Key("fencekit.offered_token")
+	attrKind      = attribute.Key("fencekit.lock.kind")
+	attrNames     = attribute.Key("fencekit.lock.names")
+	attrPlace     = attribute.Key("fencekit.lock.place_ttl_ms")
+	attrLimit     = attribute.Key("fencekit.lock.limit")
+	attrResume    = attribute.Key("fencekit.lock.resume")
 )
 
 // New creates the instruments. It fails only if the meter refuses one.

@@ -3,6 +3,7 @@ package fenceotel_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/fenceotel"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // rig is a Telemetry on the SDK's in-memory metric reader and span
@@ -101,15 +103,15 @@ func sum(points map[string][]point, name string, want ...attribute.KeyValue) flo
 
 // flakyExtend fails every Extend transiently while fail is set.
 type flakyExtend struct {
-	lock.Backend
+	driver.Backend
 	fail bool
 }
 
-func (f *flakyExtend) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
+func (f *flakyExtend) Extend(ctx context.Context, c driver.Claim, ttl time.Duration) error {
 	if f.fail {
-		return lock.Transient(errors.New("connection reset"))
+		return driver.Transient(errors.New("connection reset"))
 	}
-	return f.Backend.Extend(ctx, name, owner, ttl)
+	return f.Backend.Extend(ctx, c, ttl)
 }
 
 var (
@@ -313,19 +315,89 @@ func TestSpans(t *testing.T) {
 	}
 }
 
-// The Observer passes every event on to the next one.
+// everyKind returns an Observer whose every field appends the kind of event
+// it hears of to *kinds ("acquired", "extended", ...).
+func everyKind(kinds *[]string) *lock.Observer {
+	note := func(kind string) func(lock.Event) {
+		return func(lock.Event) { *kinds = append(*kinds, kind) }
+	}
+	return &lock.Observer{
+		Acquired:      note("acquired"),
+		Extended:      note("extended"),
+		Released:      note("released"),
+		Lost:          note("lost"),
+		Stale:         note("stale"),
+		RenewalFailed: note("renewal-failed"),
+		Retrying:      note("retrying"),
+	}
+}
+
+// The Observer passes every event on to next's field of the same kind,
+// those it records nothing for included.
 func TestObserverChains(t *testing.T) {
 	r := newRig(t, false)
-	var kinds []lock.EventKind
-	client := lock.New(memory.NewBackend(), &lock.Options{Observer: r.tel.Observer(func(e lock.Event) { kinds = append(kinds, e.Kind) })})
-	lease, err := client.TryAcquire(context.Background(), "job", time.Minute)
+	ctx := context.Background()
+	var kinds []string
+	client := lock.New(memory.NewBackend(), &lock.Options{MaxAttempts: 2, MinBackoff: time.Millisecond, Observer: r.tel.Observer(everyKind(&kinds))})
+	lease, err := client.TryAcquire(ctx, "job", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lease.Release(context.Background()); err != nil {
+	if err := lease.Extend(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if len(kinds) != 2 || kinds[0] != lock.EventAcquired || kinds[1] != lock.EventReleased {
-		t.Fatalf("next saw %v; want acquired, released", kinds)
+	if _, err := client.Acquire(ctx, "job", time.Minute); !errors.Is(err, lock.ErrNotAcquired) {
+		t.Fatalf("second Acquire = %v; want ErrNotAcquired", err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	short, err := client.TryAcquire(ctx, "short", 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-short.Done()
+	want := []string{"acquired", "extended", "retrying", "released", "acquired", "lost"}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("next saw %v; want %v", kinds, want)
+	}
+	m := r.collect(t)
+	if got := sum(m, "fencekit.lock.lost", cause.String("deadline")); got != 1 {
+		t.Errorf("lost{cause=deadline} = %v; want 1", got)
+	}
+}
+
+// A next with only some fields set gets only those events, and the
+// metrics are recorded all the same.
+func TestObserverChainsToTheFieldsSet(t *testing.T) {
+	r := newRig(t, false)
+	ctx := context.Background()
+	var released []string
+	client := lock.New(memory.NewBackend(), &lock.Options{Observer: r.tel.Observer(&lock.Observer{
+		Released: func(e lock.Event) { released = append(released, e.Name) },
+	})})
+	lease, err := client.TryAcquire(ctx, "job", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Extend(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	m := r.collect(t)
+	if got := sum(m, "fencekit.lock.held"); got != 1 {
+		t.Errorf("held = %v with the lease live; want 1", got)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(released) != 1 || released[0] != "job" {
+		t.Fatalf("next's Released saw %v; want [job]", released)
+	}
+	m = r.collect(t)
+	if got := sum(m, "fencekit.lock.held"); got != 0 {
+		t.Errorf("held = %v after the release; want 0", got)
+	}
+	if got := sum(m, "fencekit.lock.acquire.duration"); got != 1 {
+		t.Errorf("acquire.duration count = %v; want 1", got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/fencekit/fencekit/adapters/memory"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // TestNilWrappedLikeUnwrapped: wrapping a nil backend or store refuses
@@ -26,16 +27,16 @@ func TestNilWrappedLikeUnwrapped(t *testing.T) {
 		t.Fatalf("Acquire on a nil backend: %v without fenceotel, %v with it; want ErrInvalid both", plain, traced)
 	}
 	b := r.tel.Backend(nil)
-	if _, err := b.Acquire(ctx, "a", "o", time.Minute); !errors.Is(err, lock.ErrInvalid) {
+	if _, err := b.Acquire(ctx, driver.Request{Name: "a", Owner: "o", TTL: time.Minute, Kind: driver.Exclusive}); !errors.Is(err, lock.ErrInvalid) {
 		t.Errorf("Backend(nil).Acquire: %v", err)
 	}
-	if err := b.Extend(ctx, "a", "o", time.Minute); !errors.Is(err, lock.ErrInvalid) {
+	if err := b.Extend(ctx, driver.Claim{Name: "a", Owner: "o", Kind: driver.Exclusive}, time.Minute); !errors.Is(err, lock.ErrInvalid) {
 		t.Errorf("Backend(nil).Extend: %v", err)
 	}
-	if err := b.Release(ctx, "a", "o"); !errors.Is(err, lock.ErrInvalid) {
+	if err := b.Release(ctx, driver.Claim{Name: "a", Owner: "o", Kind: driver.Exclusive}); !errors.Is(err, lock.ErrInvalid) {
 		t.Errorf("Backend(nil).Release: %v", err)
 	}
-	if _, err := b.Inspect(ctx, "a"); !errors.Is(err, lock.ErrInvalid) {
+	if _, err := b.Inspect(ctx, "a", driver.Exclusive); !errors.Is(err, lock.ErrInvalid) {
 		t.Errorf("Backend(nil).Inspect: %v", err)
 	}
 
@@ -70,9 +71,9 @@ func TestNilWrappedLikeUnwrapped(t *testing.T) {
 }
 
 // panickyBackend and panickyStore panic on every write.
-type panickyBackend struct{ lock.Backend }
+type panickyBackend struct{ driver.Backend }
 
-func (panickyBackend) Acquire(context.Context, string, string, time.Duration) (fence.Token, error) {
+func (panickyBackend) Acquire(context.Context, driver.Request) (driver.Grant, error) {
 	panic("backend bug")
 }
 
@@ -90,7 +91,9 @@ func TestPanicEndsSpan(t *testing.T) {
 		f()
 		return nil
 	}
-	if v := recovered(func() { _, _ = r.tel.Backend(panickyBackend{}).Acquire(ctx, "a", "o", time.Minute) }); v != "backend bug" {
+	if v := recovered(func() {
+		_, _ = r.tel.Backend(panickyBackend{}).Acquire(ctx, driver.Request{Name: "a", Owner: "o", TTL: time.Minute, Kind: driver.Exclusive})
+	}); v != "backend bug" {
 		t.Fatalf("recovered %v, want the backend's panic", v)
 	}
 	if v := recovered(func() { _ = r.tel.Store(panickyStore{}).Put(ctx, "k", 1, nil) }); v != "store bug" {

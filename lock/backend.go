@@ -2,117 +2,166 @@ package lock
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
-// Backend is where leases live. A Client drives a Backend; applications
-// normally use the Client and never call a Backend directly.
-//
-// Implementations must meet these obligations, which the package
-// [github.com/fencekit/fencekit/lock/locktest] checks:
-//
-//   - Acquire(name, owner, ttl): if the lock is free or its lease has
-//     expired, it must take it for owner for ttl and mint a token greater
-//     than every token ever issued for name, in the same atomic step. If
-//     owner already holds it, it must extend the lease to ttl and return the
-//     same token, so that an acquire retried after a lost reply does not lock
-//     its own caller out. Otherwise it must return an error for which
-//     errors.Is(err, ErrHeld) is true; a *HeldError carries the remaining
-//     TTL when it is known.
-//   - Extend(name, owner, ttl): only while owner holds the lock; it must
-//     never re-create a lease that has expired or been released. Otherwise it
-//     must return an error matching ErrNotHeld and leave the current holder
-//     untouched.
-//   - Release(name, owner): compare-and-delete. When owner does not hold the
-//     lock it must return an error matching ErrNotHeld and leave the current
-//     holder untouched. Releasing must not lower the next token.
-//   - Inspect(name): the holder, its token and the remaining TTL; Held is
-//     false when the lock is free.
-//   - Holder metadata (optional): a backend that stores it takes it from
-//     Acquire's context (MetadataFromContext; ValidateAcquire refuses bad
-//     metadata with ErrInvalid), replaces it on every Acquire that takes or
-//     renews the lease, same owner included, keeps it on Extend, drops it on
-//     Release and expiry, and reports it in Info.Metadata.
-//     locktest.RunMetadata checks this. A backend that stores none reports
-//     "" and meets the rest of the contract unchanged.
-//   - Bad input (an empty or malformed name or owner, ttl below MinTTL)
-//     must be refused with an error matching ErrInvalid before anything is
-//     sent; ValidateArgs and ValidateName check it.
-//   - A failure that a retry may cure (the server unreachable, busy,
-//     loading, failing over, a serialization conflict) must be an error for
-//     which Retryable is true: a net.Error or an error wrapped with
-//     Transient. Any other error is permanent: Client.Acquire returns it at
-//     once instead of retrying, and a permanent error from Extend loses the
-//     lease at once.
-//   - A backend that may block past its context's deadline is tolerated:
-//     the Client stops waiting for Extend and Release at the deadline and
-//     treats the outcome as unknown. Acquire is waited for, so that giving
-//     up never races an attempt still in flight.
-//   - Every method must honour its context.
-//
-// Types that satisfy Backend in this module: *memory.Backend,
-// *redis.Backend and *postgres.Backend.
-type Backend interface {
-	// Acquire takes name for owner for ttl and returns a new token, or
-	// extends owner's own lease and returns its token.
-	Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error)
-	// Extend renews owner's lease on name to ttl from now.
-	Extend(ctx context.Context, name, owner string, ttl time.Duration) error
-	// Release frees name if owner holds it.
-	Release(ctx context.Context, name, owner string) error
-	// Inspect reports the lease on name, if any.
-	Inspect(ctx context.Context, name string) (Info, error)
+// The Client's calls to its driver. Every request is checked here, once,
+// before the driver sees it (driver.Validate); the driver may assume it is
+// valid. A Client (or the copy of it that one call of Semaphore, RWLock or a
+// queued Acquire makes) asks for one kind of lease: kind and limit say
+// which, and place is the place in line it keeps while it waits, 0 when it
+// does not wait in line.
+
+// grant makes one acquire request for owner on name.
+func (c *Client) grant(ctx context.Context, name, owner string, ttl time.Duration) (driver.Grant, error) {
+	req := driver.Request{
+		Name: name, Owner: owner, TTL: ttl,
+		Kind: c.kind, Limit: c.limit, Place: c.place,
+		Metadata: metadataFromContext(ctx),
+	}
+	if err := driver.Validate(req); err != nil {
+		return driver.Grant{}, err
+	}
+	g, err := c.driver.Acquire(ctx, req)
+	return g, heldShape(err, req)
 }
 
-// Info describes a lock as its Backend sees it.
+// heldShape fills in the shape of req on a *driver.HeldError that a
+// driver returned without it (a copy, the driver's own error is left as
+// it is), so that a full semaphore's refusal says it is one whatever the
+// backend.
+func heldShape(err error, req driver.Request) error {
+	he, ok := err.(*driver.HeldError)
+	if !ok || he.Kind != 0 && (req.Kind != driver.Semaphore || he.Permits > 0) {
+		return err
+	}
+	cp := *he
+	if cp.Kind == 0 {
+		cp.Kind = req.Kind
+	}
+	if cp.Kind == driver.Semaphore && cp.Permits == 0 {
+		cp.Permits = req.Limit
+	}
+	return &cp
+}
+
+// check refuses a request that the driver would be sent with bad input
+// before anything is sent: the name, owner, ttl, the kind and its limit, and
+// the place in line when queued.
+func (c *Client) check(name, owner string, ttl time.Duration, queued bool) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	req := driver.Request{Name: name, Owner: owner, TTL: ttl, Kind: c.kind, Limit: c.limit}
+	if queued {
+		req.Place = c.opts.Queue.placeTTL()
+	}
+	return driver.Validate(req)
+}
+
+// claim names owner's lease (or place) on name, of the Client's kind.
+func (c *Client) claim(name, owner string) driver.Claim {
+	return driver.Claim{Name: name, Owner: owner, Kind: c.kind}
+}
+
+// release gives up owner's lease on name.
+func (c *Client) release(ctx context.Context, name, owner string) error {
+	return c.driver.Release(ctx, c.claim(name, owner))
+}
+
+// inspect asks the driver about name, checking the name first.
+func (c *Client) inspect(ctx context.Context, name string) (driver.Info, error) {
+	if err := c.usable(); err != nil {
+		return driver.Info{}, err
+	}
+	if err := driver.ValidateName(name); err != nil {
+		return driver.Info{}, err
+	}
+	return c.driver.Inspect(ctx, name, c.kind)
+}
+
+// Info describes a lock, a semaphore or a read-write lock as its backend
+// sees it (Client.Inspect, Semaphore.Inspect, RWLock.Inspect).
 type Info struct {
-	Name  string
-	Held  bool          // whether a lease is live
-	Owner string        // the holder's owner value; empty when free
-	Token fence.Token   // the holder's token; 0 when free
-	TTL   time.Duration // the holder's remaining time to live; 0 when free
+	Name string
+	// Limit is a semaphore's number of permits; 0 otherwise, and 0 for a
+	// semaphore that nobody holds or waits for.
+	Limit int
+	// Holders are the live leases, in no particular order: at most one
+	// for a lock.
+	Holders []Holder
+	// Waiting is how many callers wait in line.
+	Waiting int
+	// LastWriter is, for a read-write lock, the token of the newest write
+	// permit ever granted (see Lease.PriorWriter); 0 otherwise.
+	LastWriter fence.Token
+}
+
+// Holder is one live lease: a lock's holder, or one permit.
+type Holder struct {
+	Owner string      // the holder's owner value (Lease.Owner)
+	Token fence.Token // its fencing token
+	TTL   time.Duration
+	// Writer is true for a read-write lock's write permit.
+	Writer bool
 	// Metadata is what the holder's Client attached (Options.Metadata,
-	// ContextWithMetadata) when it acquired the lease: which process holds
-	// the lock. "" when free, when none was attached, or when the backend
-	// keeps no metadata.
+	// ContextWithMetadata): which process holds the lock. "" when none, and
+	// for permits.
 	Metadata string
 }
 
-// MinTTL is the shortest lease a Backend accepts. Shorter TTLs are refused
-// with ErrInvalid: they cannot outlive one round trip.
-const MinTTL = time.Millisecond
+// Held reports whether anyone holds the name.
+func (i Info) Held() bool { return len(i.Holders) > 0 }
 
-// ValidateArgs checks the arguments common to Acquire and Extend. Backends
-// call it first, so that every adapter refuses the same inputs the same way.
-func ValidateArgs(name, owner string, ttl time.Duration) error {
-	if err := ValidateName(name, owner); err != nil {
-		return err
+// infoOf converts what the driver reports into what users read.
+func infoOf(di driver.Info) Info {
+	info := Info{Name: di.Name, Waiting: di.Waiting, LastWriter: di.LastWriter}
+	if di.Kind == driver.Semaphore {
+		info.Limit = di.Limit
 	}
-	if ttl < MinTTL {
-		return fence.Invalid("ttl %v is below the minimum %v", ttl, MinTTL)
+	if len(di.Holders) > 0 {
+		info.Holders = make([]Holder, len(di.Holders))
+		for i, h := range di.Holders {
+			info.Holders[i] = Holder{Owner: h.Owner, Token: h.Token, TTL: h.TTL, Writer: h.Kind == driver.Write, Metadata: h.Metadata}
+		}
 	}
-	return nil
+	return info
 }
 
-// ValidateName checks a lock name and an owner value, as Release needs. Both
-// obey the rule of fence.ValidateKey (non-empty UTF-8 of at most
-// fence.MaxKeyLen bytes, no NUL), so that every adapter stores any owner that
-// any other adapter accepts.
-func ValidateName(name, owner string) error {
-	if name == "" {
-		return fence.Invalid("empty lock name")
+// Inspect reports who holds the lock called name (at most one holder), for
+// how long, and how many wait in line. It changes nothing.
+func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
+	di, err := c.lockClient().inspect(ctx, name)
+	if err != nil {
+		return Info{}, err
 	}
-	if err := fence.ValidateKey(name); err != nil {
-		return fmt.Errorf("lock name: %w", err)
+	return infoOf(di), nil
+}
+
+// lockClient returns c as it asks for exclusive locks.
+func (c *Client) lockClient() *Client {
+	if c == nil || c.kind == driver.Exclusive {
+		return c
 	}
-	if owner == "" {
-		return fence.Invalid("empty owner")
+	cc := *c
+	cc.kind, cc.limit, cc.place = driver.Exclusive, 0, 0
+	return &cc
+}
+
+// shapeClient returns a copy of c that asks for kind (and a semaphore's
+// limit n), for Semaphore and RWLock; name is the semaphore's, for the
+// refusal of a bad n.
+func (c *Client) shapeClient(name string, kind driver.Kind, n int) (*Client, error) {
+	if err := c.usable(); err != nil {
+		return nil, err
 	}
-	if err := fence.ValidateKey(owner); err != nil {
-		return fmt.Errorf("owner: %w", err)
+	if kind == driver.Semaphore && driver.ValidateLimit(n) != nil {
+		return nil, driver.Invalid("semaphore %q of %d permits: a semaphore has 1 to %d", name, n, driver.MaxPermits)
 	}
-	return nil
+	cc := *c
+	cc.kind, cc.limit = kind, n
+	return &cc, nil
 }

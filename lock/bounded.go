@@ -23,7 +23,7 @@ type PanicError = gocall.PanicError
 // regardless. When ctx ends first the outcome is unknown: the call may still
 // land on the server, and its late reply is discarded, so it can neither
 // revive a lease nor be reported. The error then matches ctx.Err(), which
-// Retryable counts as transient.
+// counts as transient (driver.Retryable).
 //
 // A panic in call comes back to the caller's goroutine as a *PanicError
 // (see gocall.Bounded); so does a runtime.Goexit.

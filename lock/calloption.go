@@ -1,10 +1,9 @@
 package lock
 
 import (
-	"fmt"
 	"time"
 
-	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // CallOption changes one call of Acquire, TryAcquire, Do or TryDo: it
@@ -30,7 +29,7 @@ type callOptions struct {
 func WithMaxAttempts(n int) CallOption {
 	return func(o *callOptions) {
 		if n < 0 {
-			o.fail(fence.Invalid("max attempts %d is negative", n))
+			o.fail(driver.Invalid("max attempts %d is negative", n))
 			return
 		}
 		o.opts.MaxAttempts = n
@@ -46,7 +45,7 @@ func WithMaxUnreachable(d time.Duration) CallOption {
 	return func(o *callOptions) {
 		switch {
 		case d < 0:
-			o.fail(fence.Invalid("max unreachable %v is negative", d))
+			o.fail(driver.Invalid("max unreachable %v is negative", d))
 		case d == 0:
 			o.opts.MaxUnreachable = -1 // Options' spelling of "no bound"
 		default:
@@ -73,7 +72,7 @@ func WithKeepAlive(on bool) CallOption {
 func WithKeepAliveInterval(fraction float64) CallOption {
 	return func(o *callOptions) {
 		if !(fraction > 0 && fraction < 1) { // NaN too
-			o.fail(fence.Invalid("keep-alive interval %v is outside (0, 1)", fraction))
+			o.fail(driver.Invalid("keep-alive interval %v is outside (0, 1)", fraction))
 			return
 		}
 		o.opts.KeepAliveInterval = fraction
@@ -103,7 +102,7 @@ func (c *Client) forCall(alwaysKeepAlive bool, opts []CallOption) (*Client, bool
 	o := callOptions{opts: c.opts}
 	for i, opt := range opts {
 		if opt == nil {
-			return nil, false, fmt.Errorf("%w: call option %d is nil", ErrInvalid, i)
+			return nil, false, driver.Invalid("call option %d is nil", i)
 		}
 		opt(&o)
 	}

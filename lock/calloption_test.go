@@ -10,12 +10,13 @@ import (
 
 	"github.com/fencekit/fencekit/adapters/memory"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
-// heldBy makes "someone-else" hold name on mem for a minute.
-func heldBy(t *testing.T, mem *memory.Backend, name string) {
+// heldBy makes "someone-else" hold name on b for a minute.
+func heldBy(t *testing.T, b driver.Backend, name string) {
 	t.Helper()
-	if _, err := mem.Acquire(context.Background(), name, "someone-else", time.Minute); err != nil {
+	if _, err := takeLock(context.Background(), b, name, "someone-else", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -34,7 +35,7 @@ func TestWithMaxAttemptsBoundsAcquire(t *testing.T) {
 			mem := memory.NewBackend()
 			heldBy(t, mem, "job")
 			f := &faultyBackend{Backend: mem}
-			c := lock.New(f, &lock.Options{MaxAttempts: tc.clientAttempt, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
+			c := lock.New(f, &lock.Options{MaxAttempts: tc.clientAttempt, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, Queue: polling})
 			done := run(func() error {
 				_, err := c.Acquire(boundedCtx(t), "job", time.Minute, lock.WithMaxAttempts(tc.call))
 				return err
@@ -54,7 +55,7 @@ func TestWithMaxAttemptsZeroLiftsTheClientsBound(t *testing.T) {
 	mem := memory.NewBackend()
 	heldBy(t, mem, "job")
 	f := &faultyBackend{Backend: mem}
-	c := lock.New(f, &lock.Options{MaxAttempts: 1, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
+	c := lock.New(f, &lock.Options{MaxAttempts: 1, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, Queue: polling})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := run(func() error {
@@ -72,7 +73,7 @@ func TestDoHonoursWithMaxAttempts(t *testing.T) {
 	mem := memory.NewBackend()
 	heldBy(t, mem, "job")
 	f := &faultyBackend{Backend: mem}
-	c := lock.New(f, &lock.Options{MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
+	c := lock.New(f, &lock.Options{MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, Queue: polling})
 	ran := false
 	done := run(func() error {
 		return c.Do(boundedCtx(t), "job", time.Minute, func(context.Context, *lock.Lease) error {
@@ -99,19 +100,19 @@ func boundedCtx(t *testing.T) context.Context {
 
 // extendCounter counts the renewals sent for each lock name.
 type extendCounter struct {
-	lock.Backend
+	driver.Backend
 	mu      sync.Mutex
 	extends map[string]int
 }
 
-func (e *extendCounter) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
+func (e *extendCounter) Extend(ctx context.Context, c driver.Claim, ttl time.Duration) error {
 	e.mu.Lock()
 	if e.extends == nil {
 		e.extends = make(map[string]int)
 	}
-	e.extends[name]++
+	e.extends[c.Name]++
 	e.mu.Unlock()
-	return e.Backend.Extend(ctx, name, owner, ttl)
+	return e.Backend.Extend(ctx, c, ttl)
 }
 
 func (e *extendCounter) extendsOf(name string) int {
@@ -253,7 +254,7 @@ func TestCallOptionsDoNotChangeTheClient(t *testing.T) {
 	mem := memory.NewBackend()
 	heldBy(t, mem, "job")
 	f := &faultyBackend{Backend: mem}
-	c := lock.New(f, &lock.Options{MaxAttempts: 2, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
+	c := lock.New(f, &lock.Options{MaxAttempts: 2, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, Queue: polling})
 	_, _ = c.Acquire(boundedCtx(t), "job", time.Minute, lock.WithMaxAttempts(5))
 	f.attempts.Store(0)
 	_, err := c.Acquire(boundedCtx(t), "job", time.Minute)

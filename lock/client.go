@@ -7,18 +7,29 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Client acquires leases from a Backend. It is safe for concurrent use.
 type Client struct {
-	backend Backend
-	opts    Options
+	driver driver.Backend
+	opts   Options
+	// What this Client asks the driver for (see backend.go): a New Client
+	// asks for exclusive locks without a place in line; Semaphore, RWLock
+	// and a queued Acquire use copies that ask for more.
+	kind  driver.Kind
+	limit int
+	place time.Duration
 }
 
-// New returns a Client over backend. A nil opts means the defaults. A Client
-// with a nil backend refuses every call with an error matching ErrInvalid.
-func New(backend Backend, opts *Options) *Client {
-	return &Client{backend: backend, opts: opts.withDefaults()}
+// New returns a Client over backend, one of the adapters (adapters/memory,
+// adapters/redis, adapters/postgres, adapters/sqldb, adapters/etcd,
+// adapters/nats) or a wrapper around one. A nil opts means the defaults. A
+// Client with a nil backend refuses every call with an error matching
+// ErrInvalid.
+func New(backend driver.Backend, opts *Options) *Client {
+	return &Client{driver: backend, opts: opts.withDefaults(), kind: driver.Exclusive}
 }
 
 // NewOwner returns a fresh owner value: 128 bits from crypto/rand, in hex.
@@ -37,8 +48,7 @@ func NewOwner() (string, error) {
 // and opts are checked as Acquire's; it makes one attempt whatever
 // WithMaxAttempts says.
 //
-// TryAcquire does not queue, even on a backend with queued waiting
-// (QueueBackend), and it may take a free lock ahead of waiters in line: the
+// TryAcquire does not queue, and it may take a free lock ahead of waiters in line: the
 // lock is free only in the moment between a release and the first waiter's
 // arrival, so that barging costs a waiter at most one turn, while refusing
 // would make TryAcquire read the queue (one more step on every uncontended
@@ -52,17 +62,16 @@ func (c *Client) TryAcquire(ctx context.Context, name string, ttl time.Duration,
 	return cc.acquire(ctx, name, ttl, 1, keepAlive)
 }
 
-// Acquire blocks until it acquires the lock name for ttl. On a backend with
-// queued waiting (QueueBackend) it waits in line: it is served after the
-// waiters that arrived before it and woken when the lock is released or its
-// holder's lease expires (see acquireQueued and QueueOptions); every request
-// counts as an attempt. Otherwise, or with QueueOptions.Polling, it retries
-// with exponential backoff and full jitter. It retries only while the lock is
-// held by another owner or an attempt failed transiently (Retryable), and
-// reports each retry to the Observer as EventRetrying. It gives up with an
+// Acquire blocks until it acquires the lock name for ttl. It waits in line:
+// it is served after the waiters that arrived before it and woken when the
+// lock is released or its holder's lease expires (see QueueOptions); every
+// request counts as an attempt. With QueueOptions.Polling it retries with
+// exponential backoff and full jitter instead. It retries only while the
+// lock is held by another owner or an attempt failed transiently, and
+// reports each retry to Observer.Retrying. It gives up with an
 // error matching ErrNotAcquired and the last attempt's error:
 //
-//   - at once on an error for which Retryable is false (a missing table, a
+//   - at once on an error that a retry cannot cure (a missing table, a
 //     failed authentication), even with context.Background;
 //   - when ctx ends (the error also matches ctx.Err());
 //   - after Options.MaxAttempts attempts (or WithMaxAttempts's);
@@ -98,14 +107,20 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 	if err != nil {
 		return nil, err
 	}
-	if err := ValidateArgs(name, owner, ttl); err != nil {
+	queued := c.queued(maxAttempts)
+	if err := c.check(name, owner, ttl, queued); err != nil {
 		return nil, err
 	}
 	if err := c.opts.checkTTL(ttl, keepAlive); err != nil {
 		return nil, err
 	}
-	if q, ok := c.queue(maxAttempts); ok { // queued waiting: lock/queue.go
-		return c.acquireQueued(ctx, q, name, owner, ttl, maxAttempts, keepAlive)
+	if _, err := c.metadataContext(ctx); err != nil {
+		// Refused before anything is sent: a queued Acquire would
+		// otherwise send a Leave when its first attempt is refused.
+		return nil, err
+	}
+	if queued { // queued waiting: lock/queue.go
+		return c.acquireQueued(ctx, name, owner, ttl, maxAttempts, keepAlive)
 	}
 	var (
 		last      error
@@ -138,7 +153,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 		if !errors.Is(err, ErrHeld) {
 			ambiguous = true
 		}
-		if !Retryable(err) && ctx.Err() == nil {
+		if !driver.Retryable(err) && ctx.Err() == nil {
 			if ambiguous {
 				c.abandon(ctx, name, owner, ttl)
 			}
@@ -159,7 +174,7 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 			}
 			return nil, unreachable(name, attempt, bound, last)
 		}
-		c.observe(Event{Kind: EventRetrying, Name: name, Err: err, Attempt: attempt})
+		c.observe(Event{kind: eventRetrying, Name: name, Err: err, Attempt: attempt})
 		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -172,37 +187,38 @@ func (c *Client) acquire(ctx context.Context, name string, ttl time.Duration, ma
 
 // usable refuses a nil Client or one without a backend.
 func (c *Client) usable() error {
-	if c == nil || c.backend == nil {
-		return fmt.Errorf("%w: nil client or backend", ErrInvalid)
+	if c == nil || c.driver == nil {
+		return driver.Invalid("nil client or backend")
 	}
 	return nil
 }
 
 // attempt makes one acquire request and wraps its result in a Lease.
 // began is when the acquiring call began and n the attempt's number, for
-// EventAcquired.
+// the Acquired event.
 func (c *Client) attempt(ctx context.Context, name, owner string, ttl time.Duration, keepAlive bool, began time.Time, n int) (*Lease, error) {
 	mdctx, err := c.metadataContext(ctx)
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now() // before the request: the lease cannot have started earlier
-	token, err := c.backend.Acquire(mdctx, name, owner, ttl)
+	g, err := c.grant(mdctx, name, owner, ttl)
 	if err != nil {
 		return nil, err
 	}
+	token := g.Token
 	deadline := start.Add(ttl - c.opts.drift(ttl))
 	if !time.Now().Before(deadline) {
 		// The reply came too late to use: the lease may already have
 		// expired on the server. The next attempt (same owner) extends it.
-		return nil, Transient(fmt.Errorf("%w: %q: the acquire reply arrived after the lease's local deadline", ErrLost, name))
+		return nil, driver.Transient(fmt.Errorf("%w: %q: the acquire reply arrived after the lease's local deadline", ErrLost, name))
 	}
-	l := newLease(c, name, owner, token, ttl, deadline)
-	l.priorWriter, _ = priorWriter(c.backend)
+	l := newLease(ctx, c, name, owner, token, ttl, deadline)
+	l.priorWriter = g.PriorWriter
 	l.mu.Lock()
-	l.metadata = MetadataFromContext(mdctx)
+	l.metadata = metadataFromContext(mdctx)
 	l.mu.Unlock()
-	l.emit(Event{Kind: EventAcquired, Name: name, Token: token, Attempt: n, Elapsed: time.Since(began)})
+	l.emit(Event{kind: eventAcquired, Name: name, Token: token, Attempt: n, Elapsed: time.Since(began)})
 	if keepAlive {
 		l.startKeepAlive()
 	}
@@ -222,7 +238,7 @@ func (c *Client) attempt(ctx context.Context, name, owner string, ttl time.Durat
 func (c *Client) abandon(ctx context.Context, name, owner string, ttl time.Duration) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
 	defer cancel()
-	_ = bounded(rctx, func(ctx context.Context) error { return c.backend.Release(ctx, name, owner) })
+	_ = bounded(rctx, func(ctx context.Context) error { return c.release(ctx, name, owner) })
 }
 
 // backoff returns the pause before the next attempt: a uniformly random
@@ -236,7 +252,7 @@ func (c *Client) backoff(attempt int, last error) time.Duration {
 		}
 	}
 	wait := time.Duration(jitter(c, int64(ceiling))) + 1
-	var held *HeldError
+	var held *driver.HeldError
 	if errors.As(last, &held) && held.TTL > 0 && wait > held.TTL {
 		wait = held.TTL
 	}
@@ -258,11 +274,13 @@ func notAcquired(ctx context.Context, name string, attempts int, last error) err
 	return err
 }
 
+// observe hands e to the Observer's field for its kind, if set: the one
+// place the Observer is called.
 func (c *Client) observe(e Event) {
 	if e.Metadata == "" {
 		e.Metadata = c.opts.Metadata
 	}
-	if c.opts.Observer != nil {
-		c.opts.Observer(e)
+	if f := c.opts.Observer.hook(e.kind); f != nil {
+		f(e)
 	}
 }

@@ -3,7 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
-	"sync"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,11 +11,12 @@ import (
 	"github.com/fencekit/fencekit/adapters/memory"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // faultyBackend wraps a backend and injects failures into chosen calls.
 type faultyBackend struct {
-	lock.Backend
+	driver.Backend
 	// acquireErr, when set, is returned after the wrapped Acquire ran: the
 	// lock was taken but the caller hears an error (a lost reply).
 	acquireErr func(attempt int) error
@@ -31,47 +32,47 @@ type faultyBackend struct {
 	releases     atomic.Int64
 }
 
-func (f *faultyBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
+func (f *faultyBackend) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	n := int(f.attempts.Add(1))
 	if f.acquireFail != nil {
 		if err := f.acquireFail(n); err != nil {
-			return 0, err
+			return driver.Grant{}, err
 		}
 	}
-	tok, err := f.Backend.Acquire(ctx, name, owner, ttl)
+	g, err := f.Backend.Acquire(ctx, req)
 	if f.acquireDelay != nil {
 		f.acquireDelay()
 	}
 	if err == nil && f.acquireErr != nil {
 		if ferr := f.acquireErr(n); ferr != nil {
-			return 0, ferr
+			return driver.Grant{}, ferr
 		}
 	}
-	return tok, err
+	return g, err
 }
 
-func (f *faultyBackend) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
+func (f *faultyBackend) Extend(ctx context.Context, c driver.Claim, ttl time.Duration) error {
 	f.extends.Add(1)
 	if f.extendErr != nil {
 		if err := f.extendErr(); err != nil {
 			return err
 		}
 	}
-	return f.Backend.Extend(ctx, name, owner, ttl)
+	return f.Backend.Extend(ctx, c, ttl)
 }
 
-func (f *faultyBackend) Release(ctx context.Context, name, owner string) error {
+func (f *faultyBackend) Release(ctx context.Context, c driver.Claim) error {
 	f.releases.Add(1)
 	if f.releaseErr != nil {
 		if err := f.releaseErr(); err != nil {
 			return err
 		}
 	}
-	return f.Backend.Release(ctx, name, owner)
+	return f.Backend.Release(ctx, c)
 }
 
 // errNetwork stands for a lost reply: a transient failure, so it is retried.
-var errNetwork = lock.Transient(errors.New("network: connection reset"))
+var errNetwork = driver.Transient(errors.New("network: connection reset"))
 
 // errPermanent stands for a failure no retry cures (a missing table).
 var errPermanent = errors.New("ERR no such table")
@@ -84,7 +85,7 @@ func TestAcquireRetriesAnAmbiguousAttemptWithTheSameToken(t *testing.T) {
 		}
 		return nil
 	}}
-	c := lock.New(f, &lock.Options{MinBackoff: time.Millisecond})
+	c := lock.New(f, &lock.Options{MinBackoff: time.Millisecond, Queue: polling})
 	l, err := c.Acquire(context.Background(), "job", time.Second)
 	if err != nil {
 		t.Fatalf("Acquire after a lost reply: %v", err)
@@ -101,12 +102,12 @@ func TestAcquireRetriesAnAmbiguousAttemptWithTheSameToken(t *testing.T) {
 func TestGivingUpAfterAnAmbiguousAttemptReleasesTheLock(t *testing.T) {
 	mem := memory.NewBackend()
 	f := &faultyBackend{Backend: mem, acquireErr: func(int) error { return errNetwork }}
-	c := lock.New(f, &lock.Options{MinBackoff: time.Millisecond, MaxAttempts: 2})
+	c := lock.New(f, &lock.Options{MinBackoff: time.Millisecond, MaxAttempts: 2, Queue: polling})
 	_, err := c.Acquire(context.Background(), "job", time.Minute)
 	if !errors.Is(err, lock.ErrNotAcquired) || !errors.Is(err, errNetwork) {
 		t.Fatalf("error %v; want ErrNotAcquired joined with the network error", err)
 	}
-	info, err := mem.Inspect(context.Background(), "job")
+	info, err := inspectLock(context.Background(), mem, "job")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,14 +163,12 @@ func TestKeepAliveSurvivesTransientErrors(t *testing.T) {
 		return nil
 	}}
 	extended := make(chan struct{}, 16)
-	c := lock.New(f, &lock.Options{KeepAlive: true, Observer: func(e lock.Event) {
-		if e.Kind == lock.EventExtended {
-			select {
-			case extended <- struct{}{}:
-			default:
-			}
+	c := lock.New(f, &lock.Options{KeepAlive: true, Observer: &lock.Observer{Extended: func(lock.Event) {
+		select {
+		case extended <- struct{}{}:
+		default:
 		}
-	}})
+	}}})
 	l, err := c.TryAcquire(context.Background(), "job", 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -193,11 +192,7 @@ func TestKeepAliveSurvivesTransientErrors(t *testing.T) {
 func TestKeepAliveFailingUntilTheDeadlineLosesTheLease(t *testing.T) {
 	f := &faultyBackend{Backend: memory.NewBackend(), extendErr: func() error { return errNetwork }}
 	var lost atomic.Int64
-	c := lock.New(f, &lock.Options{KeepAlive: true, Observer: func(e lock.Event) {
-		if e.Kind == lock.EventLost {
-			lost.Add(1)
-		}
-	}})
+	c := lock.New(f, &lock.Options{KeepAlive: true, Observer: &lock.Observer{Lost: func(lock.Event) { lost.Add(1) }}})
 	l, err := c.TryAcquire(context.Background(), "job", 100*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +206,7 @@ func TestKeepAliveFailingUntilTheDeadlineLosesTheLease(t *testing.T) {
 		t.Fatalf("Err = %v; want ErrLost", l.Err())
 	}
 	if n := lost.Load(); n != 1 {
-		t.Fatalf("EventLost observed %d times; want 1", n)
+		t.Fatalf("Lost observed %d times; want 1", n)
 	}
 	f.Backend.(*memory.Backend).Expire("job") // the server-side TTL runs out too
 	if err := l.Release(context.Background()); !errors.Is(err, lock.ErrNotHeld) {
@@ -244,7 +239,7 @@ func TestReleaseAfterANetworkErrorCanBeRetried(t *testing.T) {
 	if err := l.Release(context.Background()); err != nil {
 		t.Fatalf("retried Release: %v", err)
 	}
-	if info, _ := mem.Inspect(context.Background(), "job"); info.Held {
+	if info, _ := inspectLock(context.Background(), mem, "job"); info.Held {
 		t.Fatalf("lock still held after the retried release")
 	}
 	if err := l.Release(context.Background()); err != nil {
@@ -285,8 +280,8 @@ type lostReplyRelease struct {
 	once bool
 }
 
-func (b *lostReplyRelease) Release(ctx context.Context, name, owner string) error {
-	err := b.faultyBackend.Release(ctx, name, owner)
+func (b *lostReplyRelease) Release(ctx context.Context, c driver.Claim) error {
+	err := b.faultyBackend.Release(ctx, c)
 	if err == nil && b.lost.Load() {
 		if b.once {
 			b.lost.Store(false)
@@ -352,7 +347,7 @@ func TestDoReportsLossAndFnError(t *testing.T) {
 
 func TestDoReturnsAcquireError(t *testing.T) {
 	mem := memory.NewBackend()
-	if _, err := mem.Acquire(context.Background(), "job", "someone-else", time.Minute); err != nil {
+	if _, err := takeLock(context.Background(), mem, "job", "someone-else", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	c := lock.New(mem, &lock.Options{MaxAttempts: 2, MinBackoff: time.Millisecond})
@@ -373,7 +368,7 @@ func TestDoReportsReleaseFailure(t *testing.T) {
 
 func TestBackoffWaitsNoLongerThanTheHoldersTTL(t *testing.T) {
 	mem := memory.NewBackend()
-	if _, err := mem.Acquire(context.Background(), "job", "holder", 50*time.Millisecond); err != nil {
+	if _, err := takeLock(context.Background(), mem, "job", "holder", 50*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	// Backoff ceilings of a minute would park the waiter for far longer than
@@ -391,9 +386,8 @@ func TestBackoffWaitsNoLongerThanTheHoldersTTL(t *testing.T) {
 func TestWriterReportsStaleRefusals(t *testing.T) {
 	mem := memory.NewBackend()
 	store := memory.NewStore()
-	var mu sync.Mutex
-	var events []lock.Event
-	c := lock.New(mem, &lock.Options{Observer: func(e lock.Event) { mu.Lock(); events = append(events, e); mu.Unlock() }})
+	events := &recorder{}
+	c := lock.New(mem, &lock.Options{Observer: events.observer()})
 	ctx := context.Background()
 	a, err := c.TryAcquire(ctx, "job", 20*time.Millisecond)
 	if err != nil {
@@ -426,27 +420,17 @@ func TestWriterReportsStaleRefusals(t *testing.T) {
 	if err := b.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	var kinds []lock.EventKind
 	stale := 0
-	for _, e := range events {
-		kinds = append(kinds, e.Kind)
-		if e.Kind == lock.EventStale {
-			stale++
-			if e.Key != "k" || e.Token != a.Token() || !errors.Is(e.Err, fence.ErrStale) {
-				t.Errorf("stale event %+v", e)
-			}
+	for _, e := range events.of("stale") {
+		stale++
+		if e.Key != "k" || e.Token != a.Token() || !errors.Is(e.Err, fence.ErrStale) {
+			t.Errorf("stale event %+v", e)
 		}
 	}
-	want := []lock.EventKind{lock.EventAcquired, lock.EventLost, lock.EventAcquired, lock.EventStale, lock.EventStale, lock.EventReleased}
-	if len(kinds) != len(want) {
+	kinds := events.kinds()
+	want := []string{"acquired", "lost", "acquired", "stale", "stale", "released"}
+	if !slices.Equal(kinds, want) {
 		t.Fatalf("events %v; want %v", kinds, want)
-	}
-	for i := range want {
-		if kinds[i] != want[i] {
-			t.Fatalf("events %v; want %v", kinds, want)
-		}
 	}
 	if stale != 2 {
 		t.Fatalf("%d stale events; want 2", stale)
@@ -470,28 +454,6 @@ func TestWriterOverNilStore(t *testing.T) {
 	}
 	if _, err := w.Get(ctx, "k"); !errors.Is(err, fence.ErrInvalid) {
 		t.Errorf("Get on a nil store: %v; want ErrInvalid", err)
-	}
-}
-
-func TestEventKindString(t *testing.T) {
-	for k, want := range map[lock.EventKind]string{
-		lock.EventAcquired: "acquired", lock.EventExtended: "extended", lock.EventReleased: "released",
-		lock.EventLost: "lost", lock.EventStale: "stale", lock.EventRenewalFailed: "renewal-failed",
-		lock.EventRetrying: "retrying", lock.EventKind(99): "EventKind(99)",
-	} {
-		if got := k.String(); got != want {
-			t.Errorf("%d.String() = %q; want %q", int(k), got, want)
-		}
-	}
-}
-
-func TestHeldError(t *testing.T) {
-	err := error(&lock.HeldError{Name: "job", TTL: time.Second})
-	if !errors.Is(err, lock.ErrHeld) || errors.Is(err, lock.ErrNotHeld) {
-		t.Fatalf("HeldError matching is wrong: %v", err)
-	}
-	if err.Error() == (&lock.HeldError{Name: "job"}).Error() {
-		t.Fatal("the message should mention the remaining TTL when known")
 	}
 }
 

@@ -9,89 +9,28 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/adapters/memory"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Deterministic tests of issue 21 points 5 and 6: a lease's local deadline
 // never outlives the server's lease, and Err and Done see a passed deadline
-// at once. They run in synctest bubbles, where clockBackend's expiry follows
-// the fake clock.
-
-// clockBackend is a lock server in memory whose leases expire on time.Now,
-// the bubble's clock. (This package's tests cannot import adapters/memory.)
-type clockBackend struct {
-	mu     sync.Mutex
-	leases map[string]*simLease
-	minted fence.Token
-}
-
-func newClockBackend() *clockBackend { return &clockBackend{leases: map[string]*simLease{}} }
-
-func (b *clockBackend) live(name string) *simLease {
-	l := b.leases[name]
-	if l == nil || !time.Now().Before(l.expires) {
-		return nil
-	}
-	return l
-}
-
-func (b *clockBackend) Acquire(_ context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if l := b.live(name); l != nil {
-		if l.owner != owner {
-			return 0, &HeldError{Name: name, TTL: time.Until(l.expires)}
-		}
-		l.expires = time.Now().Add(ttl)
-		return l.token, nil
-	}
-	b.minted++
-	b.leases[name] = &simLease{owner: owner, token: b.minted, expires: time.Now().Add(ttl)}
-	return b.minted, nil
-}
-
-func (b *clockBackend) Extend(_ context.Context, name, owner string, ttl time.Duration) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if l := b.live(name); l != nil && l.owner == owner {
-		l.expires = time.Now().Add(ttl)
-		return nil
-	}
-	return ErrNotHeld
-}
-
-func (b *clockBackend) Release(_ context.Context, name, owner string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if l := b.live(name); l != nil && l.owner == owner {
-		delete(b.leases, name)
-		return nil
-	}
-	return ErrNotHeld
-}
-
-func (b *clockBackend) Inspect(_ context.Context, name string) (Info, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if l := b.live(name); l != nil {
-		return Info{Name: name, Held: true, Owner: l.owner, Token: l.token, TTL: time.Until(l.expires)}, nil
-	}
-	return Info{Name: name}, nil
-}
+// at once. They run in synctest bubbles, where the memory backend's expiry
+// follows the fake clock (it reads time.Now).
 
 // scriptedBackend applies every call at once; an Extend whose TTL is in
 // hold then waits before it answers: until its context ends (unknown
 // outcome) or, if release is set, until it closes.
 type scriptedBackend struct {
-	*clockBackend
+	*memory.Backend
 	hold    map[time.Duration]bool
 	release chan struct{}
 	extends atomic.Int64 // Extend requests received
 }
 
-func (b *scriptedBackend) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
+func (b *scriptedBackend) Extend(ctx context.Context, c driver.Claim, ttl time.Duration) error {
 	b.extends.Add(1)
-	err := b.clockBackend.Extend(context.Background(), name, owner, ttl)
+	err := b.Backend.Extend(context.Background(), c, ttl)
 	if !b.hold[ttl] {
 		return err
 	}
@@ -103,19 +42,19 @@ func (b *scriptedBackend) Extend(ctx context.Context, name, owner string, ttl ti
 	return err
 }
 
-// serverEnd returns when the server's lease on name ends.
-func serverEnd(t *testing.T, b Backend, name string) time.Time {
+// serverEnd returns when the server's lease on the lock name ends.
+func serverEnd(t *testing.T, b driver.Backend, name string) time.Time {
 	t.Helper()
-	info, err := b.Inspect(context.Background(), name)
-	if err != nil || !info.Held {
+	info, err := b.Inspect(context.Background(), name, driver.Exclusive)
+	if err != nil || len(info.Holders) == 0 {
 		t.Fatalf("Inspect: %+v, %v; want a held lease", info, err)
 	}
-	return time.Now().Add(info.TTL)
+	return time.Now().Add(info.Holders[0].TTL)
 }
 
 func TestShorterExtendWithUnknownOutcomeMovesTheDeadlineIn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := &scriptedBackend{clockBackend: newClockBackend(), hold: map[time.Duration]bool{100 * time.Millisecond: true}}
+		b := &scriptedBackend{Backend: memory.NewBackend(), hold: map[time.Duration]bool{100 * time.Millisecond: true}}
 		l, err := New(b, nil).TryAcquire(context.Background(), "job", time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -126,7 +65,7 @@ func TestShorterExtendWithUnknownOutcomeMovesTheDeadlineIn(t *testing.T) {
 		if err := l.Extend(ctx, 100*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Extend: %v; want the context's deadline", err)
 		}
-		end := serverEnd(t, b.clockBackend, "job")
+		end := serverEnd(t, b, "job")
 		if d := l.Deadline(); d.After(end) {
 			t.Fatalf("local deadline %v after the server's lease ends: the lease would believe it holds a lock it lost", d.Sub(end))
 		}
@@ -140,9 +79,9 @@ func TestShorterExtendWithUnknownOutcomeMovesTheDeadlineIn(t *testing.T) {
 func TestShorterExtendInFlightMovesTheDeadlineIn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &scriptedBackend{
-			clockBackend: newClockBackend(),
-			hold:         map[time.Duration]bool{100 * time.Millisecond: true},
-			release:      make(chan struct{}),
+			Backend: memory.NewBackend(),
+			hold:    map[time.Duration]bool{100 * time.Millisecond: true},
+			release: make(chan struct{}),
 		}
 		l, err := New(b, nil).TryAcquire(context.Background(), "job", time.Second)
 		if err != nil {
@@ -151,7 +90,7 @@ func TestShorterExtendInFlightMovesTheDeadlineIn(t *testing.T) {
 		extended := make(chan error, 1)
 		go func() { extended <- l.Extend(context.Background(), 100*time.Millisecond) }()
 		synctest.Wait() // applied on the server; the reply is slow
-		end := serverEnd(t, b.clockBackend, "job")
+		end := serverEnd(t, b, "job")
 		if d := l.Deadline(); d.After(end) {
 			t.Errorf("while the shorter renewal waits for its reply, the local deadline is %v after the server's lease ends", d.Sub(end))
 		}
@@ -167,9 +106,9 @@ func TestShorterExtendInFlightMovesTheDeadlineIn(t *testing.T) {
 func TestExtendWaitingForARenewalInFlightSendsNothingWhenItsContextEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &scriptedBackend{
-			clockBackend: newClockBackend(),
-			hold:         map[time.Duration]bool{500 * time.Millisecond: true},
-			release:      make(chan struct{}),
+			Backend: memory.NewBackend(),
+			hold:    map[time.Duration]bool{500 * time.Millisecond: true},
+			release: make(chan struct{}),
 		}
 		l, err := New(b, nil).TryAcquire(context.Background(), "job", time.Second)
 		if err != nil {
@@ -200,9 +139,9 @@ func TestExtendWaitingForARenewalInFlightSendsNothingWhenItsContextEnds(t *testi
 func TestConcurrentExtendsAnsweredInReverseOrderKeepTheEarlierDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := &scriptedBackend{
-			clockBackend: newClockBackend(),
-			hold:         map[time.Duration]bool{500 * time.Millisecond: true},
-			release:      make(chan struct{}),
+			Backend: memory.NewBackend(),
+			hold:    map[time.Duration]bool{500 * time.Millisecond: true},
+			release: make(chan struct{}),
 		}
 		l, err := New(b, nil).TryAcquire(context.Background(), "job", time.Second)
 		if err != nil {
@@ -223,7 +162,7 @@ func TestConcurrentExtendsAnsweredInReverseOrderKeepTheEarlierDeadline(t *testin
 		if err := <-short; err != nil {
 			t.Fatalf("Extend(100ms): %v", err)
 		}
-		end := serverEnd(t, b.clockBackend, "job")
+		end := serverEnd(t, b, "job")
 		if d := l.Deadline(); d.After(end) {
 			t.Fatalf("local deadline %v after the server's lease ends", d.Sub(end))
 		}
@@ -237,7 +176,7 @@ func TestErrAndDoneRightAfterAPause(t *testing.T) {
 		w := newSimWorld(1)
 		w.prof = simProfile{}
 		p := &simProc{w: w, rng: w.rng}
-		p.client = New(simBackend{p}, nil)
+		p.client = New(simBackend{p}, &Options{Queue: QueueOptions{Polling: true}})
 		for _, check := range []struct {
 			what string
 			live func(l *Lease) bool
@@ -280,11 +219,8 @@ func TestErrAndDoneRightAfterAPause(t *testing.T) {
 func TestPanickingObserverStillEndsTheLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		boom := errors.New("observer panic")
-		c := New(newClockBackend(), &Options{Observer: func(e Event) {
-			if e.Kind == EventReleased || e.Kind == EventLost {
-				panic(boom)
-			}
-		}})
+		panicOnEnd := func(Event) { panic(boom) }
+		c := New(memory.NewBackend(), &Options{Observer: &Observer{Released: panicOnEnd, Lost: panicOnEnd}})
 		for _, end := range []string{"Release", "Err after the deadline"} {
 			l, err := c.TryAcquire(context.Background(), "job-"+end, 100*time.Millisecond)
 			if err != nil {
@@ -319,27 +255,27 @@ func TestPanickingObserverStillEndsTheLease(t *testing.T) {
 // request is still on its way: it lands after delay, as a request whose
 // caller gave up may.
 type lateAcquireBackend struct {
-	*clockBackend
+	*memory.Backend
 	delay time.Duration
 	once  sync.Once
 }
 
-func (b *lateAcquireBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
+func (b *lateAcquireBackend) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	first := false
 	b.once.Do(func() { first = true })
 	if !first {
-		return b.clockBackend.Acquire(ctx, name, owner, ttl)
+		return b.Backend.Acquire(ctx, req)
 	}
 	go func() {
 		time.Sleep(b.delay)
-		_, _ = b.clockBackend.Acquire(context.Background(), name, owner, ttl)
+		_, _ = b.Backend.Acquire(context.Background(), req)
 	}()
-	return 0, Transient(errors.New("i/o timeout"))
+	return driver.Grant{}, driver.Transient(errors.New("i/o timeout"))
 }
 
 func TestAcquireAttemptLandingLateCapsLaterDeadlines(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := &lateAcquireBackend{clockBackend: newClockBackend(), delay: 50 * time.Millisecond}
+		b := &lateAcquireBackend{Backend: memory.NewBackend(), delay: 50 * time.Millisecond}
 		c := New(b, &Options{MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
 		l, err := c.Acquire(context.Background(), "job", 100*time.Millisecond)
 		if err != nil {
@@ -349,7 +285,7 @@ func TestAcquireAttemptLandingLateCapsLaterDeadlines(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(b.delay) // the first attempt lands, with its 100ms
-		end := serverEnd(t, b.clockBackend, "job")
+		end := serverEnd(t, b, "job")
 		if d := l.Deadline(); d.After(end) {
 			t.Fatalf("local deadline %v after the server's lease ends", d.Sub(end))
 		}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Do acquires the lock name (blocking, as Acquire), keeps the lease alive
@@ -56,7 +56,7 @@ func (c *Client) do(ctx context.Context, name string, ttl time.Duration, fn func
 		return err
 	}
 	if fn == nil {
-		return fence.Invalid("nil function")
+		return driver.Invalid("nil function")
 	}
 	attempts := cc.opts.MaxAttempts
 	if once {
@@ -84,7 +84,7 @@ type heldLease interface {
 func runLeased[L heldLease](ctx context.Context, lease L, ttl time.Duration, fnCtx context.Context, cancel context.CancelCauseFunc, fn func(ctx context.Context, lease L) error) error {
 	returned := false
 	defer func() {
-		if !returned && !broken.doKeepsLockOnPanic {
+		if !returned && !(brokenBuild && broken.doKeepsLockOnPanic) {
 			// fn panicked or called runtime.Goexit: clean up, and let it
 			// go on (not recovering it is re-panicking it, stack intact).
 			cancel(errFnDidNotReturn)

@@ -11,12 +11,13 @@ import (
 
 	"github.com/fencekit/fencekit/adapters/memory"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // expectFree fails the test unless the backend holds nobody for name.
-func expectFree(t *testing.T, mem *memory.Backend, name string) {
+func expectFree(t *testing.T, b driver.Backend, name string) {
 	t.Helper()
-	info, err := mem.Inspect(context.Background(), name)
+	info, err := inspectLock(context.Background(), b, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestDoFailsFastOnAPermanentAcquireError(t *testing.T) {
 	f := &faultyBackend{Backend: memory.NewBackend(), acquireFail: func(int) error { return errPermanent }}
 	ran := false
 	done := run(func() error {
-		return lock.New(f, nil).Do(context.Background(), "job", time.Minute, func(context.Context, *lock.Lease) error {
+		return lock.New(f, &lock.Options{Queue: polling}).Do(context.Background(), "job", time.Minute, func(context.Context, *lock.Lease) error {
 			ran = true
 			return nil
 		})

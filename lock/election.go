@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // ErrNoLeader means an election has no leader at the moment: the lock is
@@ -61,7 +62,7 @@ type Leadership struct {
 // backend is unreachable for Options.MaxUnreachable (see Client.Acquire),
 // it gives up with an error matching ErrNotAcquired and ErrUnreachable;
 // waiting for another leader is never cut short by that bound. An error that
-// a retry cannot cure (Retryable false) is returned at once, as by
+// a retry cannot cure is returned at once, as by
 // Client.Acquire. The backoff between attempts is the Client's and never
 // longer than the leader's remaining TTL, when the backend reports it.
 func (e *Election) Campaign(ctx context.Context) (*Leadership, error) {
@@ -171,20 +172,21 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	if err := e.validate(); err != nil {
 		return Leader{}, err
 	}
-	info, err := e.client.backend.Inspect(ctx, e.name)
+	info, err := e.client.lockClient().inspect(ctx, e.name)
 	if err != nil {
 		return Leader{}, err
 	}
-	if !info.Held {
+	if len(info.Holders) == 0 {
 		return Leader{}, fmt.Errorf("%w: %q", ErrNoLeader, e.name)
 	}
+	h := info.Holders[0]
 	now := time.Now()
 	return Leader{
 		Name:     e.name,
-		Term:     info.Token,
-		Metadata: info.Metadata,
-		TTL:      info.TTL,
-		Since:    e.saw(info.Token, now),
+		Term:     h.Token,
+		Metadata: h.Metadata,
+		TTL:      h.TTL,
+		Since:    e.saw(h.Token, now),
 		ReadAt:   now,
 	}, nil
 }
@@ -196,7 +198,7 @@ func (e *Election) validate() error {
 		return err
 	}
 	if e.name == "" {
-		return fence.Invalid("empty election name")
+		return driver.Invalid("empty election name")
 	}
 	if err := fence.ValidateKey(e.name); err != nil {
 		return fmt.Errorf("election name: %w", err)
@@ -312,7 +314,7 @@ func (e *Election) Observe(ctx context.Context, interval time.Duration) <-chan L
 // once. If fn panics, Lead resigns and lets the panic go on.
 func (c *Client) Lead(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context, l *Leadership) error) error {
 	if fn == nil {
-		return fence.Invalid("nil function")
+		return driver.Invalid("nil function")
 	}
 	e := c.Election(name, ttl)
 	for {
@@ -334,7 +336,7 @@ func (c *Client) Lead(ctx context.Context, name string, ttl time.Duration, fn fu
 // whether the leadership was lost (see Lead for the rule).
 func (l *Leadership) run(ctx context.Context, fn func(context.Context, *Leadership) error) (lost bool, err error) {
 	fnCtx, cancel := withLease(ctx, l.lease)
-	if broken.leadKeepsLostTerm { // a test-only variant, see simhooks.go
+	if brokenBuild && broken.leadKeepsLostTerm { // a test-only variant, see simhooks.go
 		fnCtx, cancel = context.WithCancelCause(ContextWithLease(ctx, l.lease))
 	}
 	returned := false

@@ -40,14 +40,14 @@ func TestResignOfALostLeadershipSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	await(t, l.Done(), "the leadership lost at its first renewal")
-	if info, _ := mem.Inspect(context.Background(), "leader"); !info.Held {
+	if info, _ := inspectLock(context.Background(), mem, "leader"); !info.Held {
 		t.Fatal("the backend no longer holds the lease: the test needs a loss on this side only")
 	}
 	err = l.Resign(context.Background())
 	if !errors.Is(err, lock.ErrNotHeld) || !errors.Is(err, lock.ErrLost) {
 		t.Fatalf("Resign of a lost leadership = %v; want ErrNotHeld and ErrLost", err)
 	}
-	if info, _ := mem.Inspect(context.Background(), "leader"); info.Held {
+	if info, _ := inspectLock(context.Background(), mem, "leader"); info.Held {
 		t.Fatalf("Resign left the lock held on the backend: %+v", info)
 	}
 	if err := l.Resign(context.Background()); !errors.Is(err, lock.ErrLost) {

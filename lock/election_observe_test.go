@@ -9,22 +9,23 @@ import (
 
 	"github.com/fencekit/fencekit/adapters/memory"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // flakyInspect fails every Inspect while down is set, as a backend that
 // cannot be reached does.
 type flakyInspect struct {
-	lock.Backend
+	driver.Backend
 	down atomic.Bool
 }
 
-var errInspectDown = lock.Transient(errors.New("dial tcp: connection refused"))
+var errInspectDown = driver.Transient(errors.New("dial tcp: connection refused"))
 
-func (f *flakyInspect) Inspect(ctx context.Context, name string) (lock.Info, error) {
+func (f *flakyInspect) Inspect(ctx context.Context, name string, kind driver.Kind) (driver.Info, error) {
 	if f.down.Load() {
-		return lock.Info{}, errInspectDown
+		return driver.Info{}, errInspectDown
 	}
-	return f.Backend.Inspect(ctx, name)
+	return f.Backend.Inspect(ctx, name, kind)
 }
 
 // TestObserveReportsFailedPolls: a receiver can tell a stale view from a
@@ -95,11 +96,11 @@ func TestObserveRefusesABadTTL(t *testing.T) {
 
 // countingInspect counts Inspect calls.
 type countingInspect struct {
-	lock.Backend
+	driver.Backend
 	inspects atomic.Int64
 }
 
-func (c *countingInspect) Inspect(ctx context.Context, name string) (lock.Info, error) {
+func (c *countingInspect) Inspect(ctx context.Context, name string, kind driver.Kind) (driver.Info, error) {
 	c.inspects.Add(1)
-	return c.Backend.Inspect(ctx, name)
+	return c.Backend.Inspect(ctx, name, kind)
 }

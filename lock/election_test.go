@@ -10,6 +10,7 @@ import (
 	"github.com/fencekit/fencekit/adapters/memory"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 func TestLeadReturnsFnResultAndResigns(t *testing.T) {
@@ -24,7 +25,7 @@ func TestLeadReturnsFnResultAndResigns(t *testing.T) {
 	if !errors.Is(err, want) {
 		t.Fatalf("Lead = %v; want fn's error", err)
 	}
-	if info, _ := b.Inspect(context.Background(), "leader"); info.Held {
+	if info, _ := inspectLock(context.Background(), b, "leader"); info.Held {
 		t.Fatalf("still held after Lead returned: %+v", info)
 	}
 	if term == 0 {
@@ -43,7 +44,7 @@ func TestLeadResignsWhenContextEnds(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Lead = %v; want context.Canceled", err)
 	}
-	if info, _ := b.Inspect(context.Background(), "leader"); info.Held {
+	if info, _ := inspectLock(context.Background(), b, "leader"); info.Held {
 		t.Fatalf("still held after Lead returned: %+v", info)
 	}
 }
@@ -60,7 +61,7 @@ func TestLeadResignsWhenFnPanics(t *testing.T) {
 			panic("boom")
 		})
 	}()
-	if info, _ := b.Inspect(context.Background(), "leader"); info.Held {
+	if info, _ := inspectLock(context.Background(), b, "leader"); info.Held {
 		t.Fatalf("still held after fn panicked: %+v", info)
 	}
 }
@@ -72,12 +73,12 @@ func TestLeadRefusesNilFunction(t *testing.T) {
 }
 
 // permanentBackend fails every Acquire with an error no retry cures.
-type permanentBackend struct{ lock.Backend }
+type permanentBackend struct{ driver.Backend }
 
 var errBroken = errors.New("table missing")
 
-func (permanentBackend) Acquire(context.Context, string, string, time.Duration) (fence.Token, error) {
-	return 0, errBroken
+func (permanentBackend) Acquire(context.Context, driver.Request) (driver.Grant, error) {
+	return driver.Grant{}, errBroken
 }
 
 func TestCampaignFailsFastOnPermanentError(t *testing.T) {

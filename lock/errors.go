@@ -2,20 +2,19 @@ package lock
 
 import (
 	"errors"
-	"fmt"
-	"time"
 
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Sentinel errors. Match them with errors.Is.
 var (
 	// ErrHeld means another owner holds the lock.
-	ErrHeld = errors.New("lock: held by another owner")
+	ErrHeld = driver.ErrHeld
 
 	// ErrNotHeld means the caller's owner does not hold the lock (any more):
 	// it expired, was released, or was taken by someone else.
-	ErrNotHeld = errors.New("lock: not held")
+	ErrNotHeld = driver.ErrNotHeld
 
 	// ErrNotAcquired means Client.Acquire or TryAcquire gave up. It is
 	// joined with the last attempt's error and, when the context ended,
@@ -30,8 +29,8 @@ var (
 
 	// ErrLost ends a lease's context when the lease is lost: its local
 	// deadline passed without a successful renewal, the backend said it is
-	// no longer held, or a renewal failed with an error that Retryable
-	// says will not heal.
+	// no longer held, or a renewal failed with an error that a retry
+	// cannot cure.
 	ErrLost = errors.New("lock: lease lost")
 
 	// ErrReleased ends a lease's context when its holder released it.
@@ -40,23 +39,15 @@ var (
 	// ErrInvalid is fence.ErrInvalid: bad input, refused before anything
 	// was sent.
 	ErrInvalid = fence.ErrInvalid
+
+	// ErrShapeMismatch means a name is in use as another shape than the
+	// call asked for: a semaphore asked for as a read-write lock or the
+	// other way round, or a semaphore asked for with another number of
+	// permits. Nothing was changed.
+	ErrShapeMismatch = driver.ErrShapeMismatch
+
+	// ErrUnsupported means the backend cannot serve the lock shape a call
+	// asked for. Nothing was changed. No backend shipped with fencekit
+	// returns it; a third-party one may.
+	ErrUnsupported = driver.ErrUnsupported
 )
-
-// HeldError is the error a Backend returns when another owner holds the lock.
-// It matches ErrHeld.
-type HeldError struct {
-	Name string
-	// TTL is the holder's remaining time to live, or 0 when unknown.
-	TTL time.Duration
-}
-
-// Error describes the refusal.
-func (e *HeldError) Error() string {
-	if e.TTL > 0 {
-		return fmt.Sprintf("lock: %q is held by another owner for %v more", e.Name, e.TTL)
-	}
-	return fmt.Sprintf("lock: %q is held by another owner", e.Name)
-}
-
-// Is makes errors.Is(err, ErrHeld) true.
-func (e *HeldError) Is(target error) bool { return target == ErrHeld }

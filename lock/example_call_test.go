@@ -40,12 +40,10 @@ func ExampleClient_TryDo() {
 func ExampleWithMaxAttempts() {
 	ctx := context.Background()
 	backend := memory.NewBackend()
-	_, _ = backend.Acquire(ctx, "job", "someone-else", time.Minute)
+	_, _ = lock.New(backend, nil).TryAcquire(ctx, "job", time.Minute) // someone else holds it
 	attempts := 0
-	client := lock.New(backend, &lock.Options{MinBackoff: time.Millisecond, Observer: func(e lock.Event) {
-		if e.Kind == lock.EventRetrying {
-			attempts = e.Attempt
-		}
+	client := lock.New(backend, &lock.Options{MinBackoff: time.Millisecond, Observer: &lock.Observer{
+		Retrying: func(e lock.Event) { attempts = e.Attempt },
 	}})
 
 	// The Client retries until ctx ends; this call gives up after 3.

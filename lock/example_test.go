@@ -11,6 +11,7 @@ import (
 	"github.com/fencekit/fencekit/adapters/memory"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Do holds the lock for the duration of a function, renewing it in the
@@ -68,7 +69,7 @@ func ExampleClient_TryAcquire() {
 	defer first.Release(ctx)
 
 	_, err := client.TryAcquire(ctx, "rebuild", time.Minute)
-	var held *lock.HeldError
+	var held *driver.HeldError
 	fmt.Println(errors.Is(err, lock.ErrNotAcquired), errors.As(err, &held) && held.TTL > 0)
 	// Output: true true
 }
@@ -86,26 +87,27 @@ func ExampleClient_Do_panic() {
 			panic("bug")
 		})
 	}()
-	info, _ := backend.Inspect(ctx, "job")
-	fmt.Println("still held:", info.Held)
+	info, _ := client.Inspect(ctx, "job")
+	fmt.Println("still held:", info.Held())
 	// Output:
 	// recovered: bug
 	// still held: false
 }
 
-// The Observer hears of every retry, with its cause, before Acquire waits.
-func ExampleOptions_observer() {
+// Observer.Retrying hears of every retry, with its cause, before Acquire
+// waits; the fields left nil are skipped.
+func ExampleObserver() {
 	ctx := context.Background()
 	backend := memory.NewBackend()
-	_, _ = backend.Acquire(ctx, "job", "someone-else", time.Minute)
+	_, _ = lock.New(backend, nil).TryAcquire(ctx, "job", time.Minute) // someone else holds it
 
-	client := lock.New(backend, &lock.Options{MaxAttempts: 2, MinBackoff: time.Millisecond, Observer: func(e lock.Event) {
-		fmt.Println(e.Kind, e.Attempt, errors.Is(e.Err, lock.ErrHeld))
+	client := lock.New(backend, &lock.Options{MaxAttempts: 2, MinBackoff: time.Millisecond, Observer: &lock.Observer{
+		Retrying: func(e lock.Event) { fmt.Println("retrying", e.Attempt, e.Cause(), errors.Is(e.Err, lock.ErrHeld)) },
 	}})
 	_, err := client.Acquire(ctx, "job", time.Minute)
 	fmt.Println(errors.Is(err, lock.ErrNotAcquired))
 	// Output:
-	// retrying 1 true
+	// retrying 1 held true
 	// true
 }
 

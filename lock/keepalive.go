@@ -14,7 +14,7 @@ type keepAlive struct {
 // startKeepAlive starts renewing l every KeepAliveInterval of its TTL. A
 // renewal that fails transiently is retried sooner; if none succeeds before
 // the local deadline, the deadline timer marks the lease lost. A renewal that
-// fails for good (ErrNotHeld, or an error for which Retryable is false) loses
+// fails for good (ErrNotHeld, or an error that a retry cannot cure) loses
 // the lease at once (see Lease.Extend).
 func (l *Lease) startKeepAlive() {
 	ctx, cancel := context.WithCancel(l.ctx)

@@ -62,7 +62,7 @@ func TestLeadCampaignsAgainAfterAStaleRefusal(t *testing.T) {
 	if rec, err := store.Get(ctx, "schedule"); err != nil || string(rec.Value) != "second" || rec.Fence != terms[1] {
 		t.Fatalf("store holds %+v, %v; want the second run's write under term %d", rec, err, terms[1])
 	}
-	if info, _ := mem.Inspect(ctx, "leader"); info.Held {
+	if info, _ := inspectLock(ctx, mem, "leader"); info.Held {
 		t.Fatalf("still held after Lead returned: %+v", info)
 	}
 }

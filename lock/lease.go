@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Lease is one acquisition of a lock: its name, its fencing token and a local
@@ -15,8 +16,7 @@ import (
 //
 // A Lease ends when it is released or lost. Lost means its local deadline
 // passed without a successful renewal, the backend said the lease is no
-// longer held, or a renewal failed in a way that cannot heal (an error for
-// which Retryable is false). Either way Done is closed, Context is cancelled
+// longer held, or a renewal failed in a way that a retry cannot cure. Either way Done is closed, Context is cancelled
 // and Err says why (ErrReleased or ErrLost). An ended lease stays ended:
 // nothing revives it.
 //
@@ -45,6 +45,9 @@ type Lease struct {
 	cancel context.CancelCauseFunc
 
 	lctx leaseContext // what Context returns: a field, so that it costs no allocation
+	// values is the acquiring context without its cancellation (as
+	// context.WithoutCancel, but a field: no allocation), the parent of ctx.
+	values valuesOnly
 
 	// renewing holds a token while a renewal is in flight: renewals of
 	// one lease are sent one at a time, so that their replies cannot come
@@ -58,24 +61,34 @@ type Lease struct {
 	deadline time.Time   // local: monotonic, from before the request, minus drift
 	timer    *time.Timer // fires at deadline
 	ka       *keepAlive  // nil unless keep-alive runs
-	ended    bool        // released or lost; set before ctx is cancelled
 	cause    error       // why it ended, set with ended
 	// unknownTTL is the shortest TTL of a renewal whose outcome was
 	// unknown (0 if none): its request may still land after any later
 	// renewal, so no later deadline may count on more than that.
 	unknownTTL time.Duration
 
-	releaseUnknown bool // the last Release failed with an unknown outcome
-
 	metadata string // the holder metadata sent with the acquire, for events
 
-	events     []Event // waiting for the Observer, in order
-	delivering bool    // some goroutine is handing events to the Observer
+	events []Event // waiting for the Observer, in order
+
+	// The flags sit together so that they share one word: apart, each
+	// took a word of padding, and the Lease (one allocation per
+	// acquisition) went from 256 to 272 bytes, into the 288-byte size
+	// class, when values was added (TestLeaseSize).
+	ended          bool // released or lost; set before ctx is cancelled
+	releaseUnknown bool // the last Release failed with an unknown outcome
+	delivering     bool // some goroutine is handing events to the Observer
 }
 
-func newLease(c *Client, name, owner string, token fence.Token, ttl time.Duration, deadline time.Time) *Lease {
+// newLease wraps a granted token. parent is the context the lease was
+// acquired with: the lease's own context keeps its values (not its
+// cancellation), so that the keep-alive's renewals and the release after a
+// lost context carry them, and a tracer on the caller's client records them
+// under the caller's trace.
+func newLease(parent context.Context, c *Client, name, owner string, token fence.Token, ttl time.Duration, deadline time.Time) *Lease {
 	l := &Lease{client: c, name: name, owner: owner, token: token, ttl: ttl, deadline: deadline}
-	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	l.values.parent = parent
+	l.ctx, l.cancel = context.WithCancelCause(&l.values)
 	l.lctx = leaseContext{l.ctx, l}
 	// The callback takes l.mu before it touches l.timer, and it may run
 	// before AfterFunc returns (a deadline that is about to pass): set the
@@ -86,6 +99,16 @@ func newLease(c *Client, name, owner string, token fence.Token, ttl time.Duratio
 	return l
 }
 
+// valuesOnly is a context that has its parent's values and nothing else:
+// no deadline, never done.
+type valuesOnly struct{ parent context.Context }
+
+func (valuesOnly) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (valuesOnly) Done() <-chan struct{}       { return nil }
+func (valuesOnly) Err() error                  { return nil }
+func (v *valuesOnly) Value(key any) any        { return v.parent.Value(key) }
+func (v *valuesOnly) String() string           { return "lock.Lease values" }
+
 // Name returns the lock's name.
 func (l *Lease) Name() string { return l.name }
 
@@ -95,11 +118,25 @@ func (l *Lease) Token() fence.Token { return l.token }
 
 // PriorWriter returns, for a lease of a read-write lock (RWLock), the
 // token of the newest write lease granted on the lock before this one: 0
-// when there was none, and always 0 for other leases. A reader compares it
-// with a store's fence (fence.Store.Get returns it) to learn whether a newer
-// writer has written since it began: a fence above PriorWriter means one
-// has.
+// when there was none, and always 0 for other leases.
 func (l *Lease) PriorWriter() fence.Token { return l.priorWriter }
+
+// ReadFence returns, for a read permit of a read-write lock, the fence its
+// Writer's Advance raises a key to: PriorWriter + 1. That is above every
+// writer granted before the reader, so a writer that paused past its TTL is
+// refused from then on, and at or below every writer granted after it
+// (their tokens are above the reader's own), so they are not. Readers that
+// follow the same writer share it, so they do not refuse one another.
+//
+// A reader advances a key, reads it, and before it acts on what it read
+// gets the key's fence again: a fence above ReadFence means a newer writer
+// has written since (see RWLock). For any other lease, ReadFence is Token.
+func (l *Lease) ReadFence() fence.Token {
+	if l.client.kind == driver.Read {
+		return l.priorWriter + 1
+	}
+	return l.token
+}
 
 // Owner returns the lease's owner value: 128 random bits in hex.
 func (l *Lease) Owner() string { return l.owner }
@@ -145,7 +182,7 @@ func (c *leaseContext) Err() error {
 
 // Err returns nil while the lease is live, then the error that ended it: one
 // matching ErrReleased or ErrLost. It looks at the local deadline itself:
-// once it has passed, Err loses the lease (EventLost reaches the Observer
+// once it has passed, Err loses the lease (the Observer hears Lost
 // from the calling goroutine) and says so, even if the deadline timer has
 // not run yet, as after a pause of the process.
 func (l *Lease) Err() error {
@@ -156,7 +193,7 @@ func (l *Lease) Err() error {
 	if ended {
 		return cause
 	}
-	if !passed || broken.keepAliveNeverLoses {
+	if !passed || (brokenBuild && broken.keepAliveNeverLoses) {
 		return nil
 	}
 	l.lose(errDeadlinePassed)
@@ -168,7 +205,7 @@ func (l *Lease) Err() error {
 // Extend renews the lease for ttl from now. It returns nil only if the
 // backend renewed the lease and its reply came back while the lease was
 // still live and before its local deadline; only then does the deadline move
-// and EventExtended reach the Observer.
+// and Observer.Extended hear of it.
 //
 // The deadline never counts on more than the server may have: renewals of
 // one lease (Extend calls and the keep-alive's) are sent one at a time, a
@@ -188,12 +225,12 @@ func (l *Lease) Err() error {
 //     and the reason (ErrLost or ErrReleased); a late reply loses the lease.
 //   - If the backend says the lease is no longer held, the lease is lost and
 //     the error matches ErrNotHeld and ErrLost.
-//   - If the renewal failed with an error for which Retryable is false (a
+//   - If the renewal failed with an error that a retry cannot cure (a
 //     script error, a missing table), the lease is lost at once: such an
 //     error will not heal before the deadline. The error matches ErrLost
 //     and the cause.
 //   - Any other failure (transient, or ctx ended) leaves the lease live and
-//     is reported as EventRenewalFailed, unless ctx was cancelled. The
+//     is reported to Observer.RenewalFailed, unless ctx was cancelled. The
 //     renewal may have landed, so the deadline stays the earlier of the old
 //     one and the one it would have set (see below).
 //
@@ -218,7 +255,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		// Nothing was sent: the lease is as it was.
 		err := fmt.Errorf("lock: renewal not sent, another was in flight until the context ended: %w", context.Cause(ctx))
 		if !errors.Is(ctx.Err(), context.Canceled) {
-			l.emit(Event{Kind: EventRenewalFailed, Name: l.name, Token: l.token, Err: err})
+			l.emit(Event{kind: eventRenewalFailed, Name: l.name, Token: l.token, Err: err})
 		}
 		return err
 	}
@@ -230,15 +267,15 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	// From the moment it is sent, the renewal may land: a shorter TTL may
 	// end the server's lease before the current deadline.
 	l.mu.Lock()
-	if d := start.Add(l.life(ttl)); d.Before(l.deadline) && !broken.shorterExtendLater {
+	if d := start.Add(l.life(ttl)); d.Before(l.deadline) && !(brokenBuild && broken.shorterExtendLater) {
 		l.deadline = d
 		l.timer.Reset(time.Until(d))
 	}
 	l.mu.Unlock()
 	err := bounded(ctx, func(ctx context.Context) error {
-		return l.client.backend.Extend(ctx, l.name, l.owner, ttl)
+		return l.client.driver.Extend(ctx, l.client.claim(l.name, l.owner), ttl)
 	})
-	if broken.deadlineAfterReply {
+	if brokenBuild && broken.deadlineAfterReply {
 		start = time.Now()
 	}
 	if err != nil {
@@ -249,7 +286,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		l.mu.Unlock()
 		return fmt.Errorf("%w: %w", ErrNotHeld, l.Err())
 	}
-	if !time.Now().Before(l.deadline) && !broken.lateExtendAccepted {
+	if !time.Now().Before(l.deadline) && !(brokenBuild && broken.lateExtendAccepted) {
 		// The deadline timer has not fired yet, but the lease was not
 		// known to be valid for a while: it is lost, whatever the reply.
 		l.mu.Unlock()
@@ -259,7 +296,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	l.ttl = ttl
 	l.deadline = start.Add(l.life(ttl))
 	l.timer.Reset(time.Until(l.deadline))
-	l.enqueue(Event{Kind: EventExtended, Name: l.name, Token: l.token})
+	l.enqueue(Event{kind: eventExtended, Name: l.name, Token: l.token})
 	l.mu.Unlock()
 	l.deliver()
 	return nil
@@ -304,9 +341,9 @@ func (l *Lease) renewalFailed(ctx context.Context, err error, ttl time.Duration)
 	case errors.Is(err, ErrInvalid):
 		// Refused before anything was sent: it says nothing about the
 		// lease.
-	case errors.Is(err, ErrNotHeld) && !broken.keepAliveNeverLoses:
+	case errors.Is(err, ErrNotHeld) && !(brokenBuild && broken.keepAliveNeverLoses):
 		return l.lose(err)
-	case ctx.Err() == nil && !Retryable(err) && !broken.keepAliveNeverLoses:
+	case ctx.Err() == nil && !driver.Retryable(err) && !(brokenBuild && broken.keepAliveNeverLoses):
 		return l.lose(fmt.Errorf("renewal failed permanently: %w", err))
 	default:
 		// The outcome is unknown (the context ended, or a transient
@@ -316,7 +353,7 @@ func (l *Lease) renewalFailed(ctx context.Context, err error, ttl time.Duration)
 		l.mayLandLate(ttl)
 	}
 	if !errors.Is(ctx.Err(), context.Canceled) {
-		l.emit(Event{Kind: EventRenewalFailed, Name: l.name, Token: l.token, Err: err})
+		l.emit(Event{kind: eventRenewalFailed, Name: l.name, Token: l.token, Err: err})
 	}
 	return err
 }
@@ -345,7 +382,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	sent := time.Now()
 	err := bounded(ctx, func(ctx context.Context) error {
-		return l.client.backend.Release(ctx, l.name, l.owner)
+		return l.client.release(ctx, l.name, l.owner)
 	})
 	notHeld := errors.Is(err, ErrNotHeld)
 	l.mu.Lock()
@@ -357,7 +394,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	case err == nil, notHeld && retried && inTime:
 		// After a release whose reply was lost, "not held" before the
 		// deadline means that first release landed.
-		l.end(ErrReleased, Event{Kind: EventReleased, Name: l.name, Token: l.token})
+		l.end(ErrReleased, Event{kind: eventReleased, Name: l.name, Token: l.token})
 		return nil
 	case notHeld:
 		return l.lose(err)
@@ -367,18 +404,25 @@ func (l *Lease) Release(ctx context.Context) error {
 
 // TTL asks the backend for the lease's remaining time to live. When the
 // backend no longer holds it for this lease, the lease is lost and the error
-// matches ErrNotHeld.
+// matches ErrNotHeld. It is the backend's count: on a backend that rounds
+// TTLs up (NATS keeps whole seconds), it can be above the TTL asked for,
+// while Deadline stays on the TTL asked for.
 func (l *Lease) TTL(ctx context.Context) (time.Duration, error) {
-	info, err := l.client.backend.Inspect(ctx, l.name)
+	info, err := l.client.driver.Inspect(ctx, l.name, l.client.kind)
 	if err != nil {
 		return 0, err
 	}
-	if !info.Held || info.Owner != l.owner {
-		err := fmt.Errorf("%w: %q", ErrNotHeld, l.name)
-		l.lose(err)
-		return 0, err
+	// Only this lease's own entry counts: the same owner and the same
+	// token. A newer holder's TTL, even under the same owner value (a
+	// resume, a reuse), says nothing of this lease.
+	for _, h := range info.Holders {
+		if h.Owner == l.owner && h.Token == l.token {
+			return h.TTL, nil
+		}
 	}
-	return info.TTL, nil
+	err = fmt.Errorf("%w: %q", ErrNotHeld, l.name)
+	l.lose(err)
+	return 0, err
 }
 
 // Fenced returns a Writer that writes to store with this lease's token.
@@ -398,7 +442,7 @@ func (l *Lease) checkDeadline() {
 		l.timer.Reset(remaining)
 	}
 	l.mu.Unlock()
-	if remaining <= 0 && !broken.keepAliveNeverLoses {
+	if remaining <= 0 && !(brokenBuild && broken.keepAliveNeverLoses) {
 		l.lose(errDeadlinePassed)
 	}
 }
@@ -407,13 +451,13 @@ func (l *Lease) checkDeadline() {
 // matches ErrLost and cause (whether or not this call ended the lease).
 func (l *Lease) lose(cause error) error {
 	err := fmt.Errorf("%w: %q: %w", ErrLost, l.name, cause)
-	l.end(err, Event{Kind: EventLost, Name: l.name, Token: l.token, Err: err})
+	l.end(err, Event{kind: eventLost, Name: l.name, Token: l.token, Err: err})
 	return err
 }
 
 // end ends the lease with cause, once, and reports whether this call was the
 // one that ended it. The observer hears of it before Done closes (unless an
-// observer callback of this lease is running, see Options.Observer), so that
+// observer callback of this lease is running, see Observer), so that
 // whoever wakes on Done finds the event already delivered. An Observer that
 // panics does not keep Done open: the panic goes on to end's caller (the
 // goroutine of Release, Extend, Err or the deadline timer) after Done closed.

@@ -16,7 +16,7 @@ func TestExtendReplyAfterTheLossIsNotASuccess(t *testing.T) {
 	s.stuckExtend.Store(true)
 	s.extendReply = func() error { return nil } // the server did renew, too late
 	rec := &recorder{}
-	l, err := lock.New(s, &lock.Options{Observer: rec.observe}).TryAcquire(context.Background(), "job", 200*time.Millisecond)
+	l, err := lock.New(s, &lock.Options{Observer: rec.observer()}).TryAcquire(context.Background(), "job", 200*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,8 +28,8 @@ func TestExtendReplyAfterTheLossIsNotASuccess(t *testing.T) {
 	if !errors.Is(err, lock.ErrNotHeld) || !errors.Is(err, lock.ErrLost) {
 		t.Fatalf("Extend answered after the loss: %v; want ErrNotHeld and ErrLost", err)
 	}
-	if n := len(rec.of(lock.EventExtended)); n != 0 {
-		t.Fatalf("%d EventExtended after the loss; want 0", n)
+	if n := len(rec.of("extended")); n != 0 {
+		t.Fatalf("%d Extended events after the loss; want 0", n)
 	}
 	if !errors.Is(l.Err(), lock.ErrLost) {
 		t.Fatalf("Err = %v; want ErrLost", l.Err())
@@ -47,7 +47,7 @@ func TestRetriedReleaseAfterTheDeadlineReportsTheLoss(t *testing.T) {
 		return nil
 	}}
 	rec := &recorder{}
-	l, err := lock.New(f, &lock.Options{Observer: rec.observe}).TryAcquire(context.Background(), "job", 200*time.Millisecond)
+	l, err := lock.New(f, &lock.Options{Observer: rec.observer()}).TryAcquire(context.Background(), "job", 200*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,21 +64,21 @@ func TestRetriedReleaseAfterTheDeadlineReportsTheLoss(t *testing.T) {
 	if !errors.Is(l.Err(), lock.ErrLost) {
 		t.Fatalf("Err = %v; want ErrLost", l.Err())
 	}
-	if n := len(rec.of(lock.EventReleased)); n != 0 {
-		t.Fatalf("%d EventReleased for a lease that expired", n)
+	if n := len(rec.of("released")); n != 0 {
+		t.Fatalf("%d Released events for a lease that expired", n)
 	}
 }
 
 func TestObserverMayCallTheLeaseFromTheKeepAlive(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		trigger lock.EventKind
+		trigger string
 		prepare func(mem *memory.Backend)
 	}{
 		// The keep-alive's renewal succeeds; the Observer releases.
-		{"Release on EventExtended", lock.EventExtended, func(*memory.Backend) {}},
+		{"Release on Extended", "extended", func(*memory.Backend) {}},
 		// The keep-alive's renewal is refused: lost; the Observer cleans up.
-		{"Release on EventLost", lock.EventLost, func(mem *memory.Backend) { mem.Expire("job") }},
+		{"Release on Lost", "lost", func(mem *memory.Backend) { mem.Expire("job") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := memory.NewBackend()
@@ -86,14 +86,14 @@ func TestObserverMayCallTheLeaseFromTheKeepAlive(t *testing.T) {
 			released := make(chan error, 1)
 			var fired atomic.Bool
 			rec := &recorder{}
-			c := lock.New(mem, &lock.Options{KeepAlive: true, Observer: func(e lock.Event) {
-				rec.observe(e)
-				if e.Kind == tc.trigger && fired.CompareAndSwap(false, true) {
+			c := lock.New(mem, &lock.Options{KeepAlive: true, Observer: observeAll(func(kind string, e lock.Event) {
+				rec.observe(kind, e)
+				if kind == tc.trigger && fired.CompareAndSwap(false, true) {
 					ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 					defer cancel()
 					released <- lease.Load().Release(ctx)
 				}
-			}})
+			})})
 			l, err := c.TryAcquire(context.Background(), "job", 300*time.Millisecond)
 			if err != nil {
 				t.Fatal(err)
@@ -101,7 +101,7 @@ func TestObserverMayCallTheLeaseFromTheKeepAlive(t *testing.T) {
 			lease.Store(l)
 			tc.prepare(mem)
 			err = await(t, released, "Release called from the Observer")
-			if tc.trigger == lock.EventExtended && err != nil {
+			if tc.trigger == "extended" && err != nil {
 				t.Fatalf("Release from the Observer: %v", err)
 			}
 			expectFree(t, mem, "job")
@@ -112,9 +112,9 @@ func TestObserverMayCallTheLeaseFromTheKeepAlive(t *testing.T) {
 			eventually(t, "the lease's end delivered", func() bool {
 				kinds := rec.kinds()
 				last := kinds[len(kinds)-1]
-				return last == lock.EventReleased || last == lock.EventLost
+				return last == "released" || last == "lost"
 			})
-			if n := len(rec.of(lock.EventReleased)) + len(rec.of(lock.EventLost)); n != 1 {
+			if n := len(rec.of("released")) + len(rec.of("lost")); n != 1 {
 				t.Fatalf("events %v; want exactly one end", rec.kinds())
 			}
 		})
@@ -130,13 +130,13 @@ func TestRenewalFailureIsReported(t *testing.T) {
 		return nil
 	}}
 	rec := &recorder{}
-	l, err := lock.New(f, &lock.Options{KeepAlive: true, Observer: rec.observe}).TryAcquire(context.Background(), "job", 300*time.Millisecond)
+	l, err := lock.New(f, &lock.Options{KeepAlive: true, Observer: rec.observer()}).TryAcquire(context.Background(), "job", 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Release(context.Background())
-	eventually(t, "a renewal after the failed one", func() bool { return len(rec.of(lock.EventExtended)) > 0 })
-	failed := rec.of(lock.EventRenewalFailed)
+	eventually(t, "a renewal after the failed one", func() bool { return len(rec.of("extended")) > 0 })
+	failed := rec.of("renewal-failed")
 	if len(failed) != 1 || !errors.Is(failed[0].Err, errNetwork) || failed[0].Token != l.Token() {
 		t.Fatalf("renewal-failed events %+v; want one with the network error", failed)
 	}
@@ -176,7 +176,7 @@ func TestExtendReturnsAtItsContextDeadlineAndDiscardsTheLateReply(t *testing.T) 
 	s := newStuckBackend(t, memory.NewBackend())
 	s.stuckExtend.Store(true)
 	rec := &recorder{}
-	l, err := lock.New(s, &lock.Options{Observer: rec.observe}).TryAcquire(context.Background(), "job", time.Minute)
+	l, err := lock.New(s, &lock.Options{Observer: rec.observer()}).TryAcquire(context.Background(), "job", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,13 +190,13 @@ func TestExtendReturnsAtItsContextDeadlineAndDiscardsTheLateReply(t *testing.T) 
 	}
 	s.unstick()
 	await(t, s.returned, "the stuck renewal's late (successful) return")
-	if n := len(rec.of(lock.EventExtended)); n != 0 {
-		t.Fatalf("%d EventExtended for a renewal whose reply came after Extend returned", n)
+	if n := len(rec.of("extended")); n != 0 {
+		t.Fatalf("%d Extended events for a renewal whose reply came after Extend returned", n)
 	}
 	if !l.Deadline().Equal(before) {
 		t.Fatalf("the late reply moved the deadline by %v", l.Deadline().Sub(before))
 	}
-	if failed := rec.of(lock.EventRenewalFailed); len(failed) != 1 || !errors.Is(failed[0].Err, context.DeadlineExceeded) {
+	if failed := rec.of("renewal-failed"); len(failed) != 1 || !errors.Is(failed[0].Err, context.DeadlineExceeded) {
 		t.Fatalf("renewal-failed events %+v; want one with DeadlineExceeded", failed)
 	}
 }

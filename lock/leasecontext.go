@@ -3,7 +3,7 @@ package lock
 import (
 	"context"
 
-	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // WithLease returns a copy of parent that is also cancelled when lease ends:
@@ -22,7 +22,7 @@ func WithLease(parent context.Context, lease *Lease) (ctx context.Context, cance
 }
 
 // errNilLeaseContext is the cause of WithLease's context over nil arguments.
-var errNilLeaseContext = fence.Invalid("WithLease needs a parent context and a lease")
+var errNilLeaseContext = driver.Invalid("WithLease needs a parent context and a lease")
 
 // withLease is WithLease with a cancel that takes a cause, as Do needs.
 func withLease(parent context.Context, lease *Lease) (context.Context, context.CancelCauseFunc) {

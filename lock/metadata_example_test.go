@@ -17,13 +17,13 @@ func ExampleOptions_metadata() {
 	client := lock.New(backend, &lock.Options{Metadata: "instance=billing-2"})
 
 	lease, _ := client.Acquire(ctx, "invoices", 10*time.Second)
-	info, _ := backend.Inspect(ctx, "invoices")
-	fmt.Printf("held=%v metadata=%q\n", info.Held, info.Metadata)
+	info, _ := lock.New(backend, nil).Inspect(ctx, "invoices") // any Client sees it
+	fmt.Printf("held=%v metadata=%q\n", info.Held(), info.Holders[0].Metadata)
 
 	_ = lease.Release(ctx)
-	info, _ = backend.Inspect(ctx, "invoices")
-	fmt.Printf("held=%v metadata=%q\n", info.Held, info.Metadata)
+	info, _ = client.Inspect(ctx, "invoices")
+	fmt.Printf("held=%v holders=%d\n", info.Held(), len(info.Holders))
 	// Output:
 	// held=true metadata="instance=billing-2"
-	// held=false metadata=""
+	// held=false holders=0
 }

@@ -12,22 +12,22 @@ import (
 	"unicode/utf8"
 
 	"github.com/fencekit/fencekit/adapters/memory"
-	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
-// mdRecorder records the metadata each Acquire's context carried.
+// mdRecorder records the metadata each Acquire request carried.
 type mdRecorder struct {
-	lock.Backend
+	driver.Backend
 	mu   sync.Mutex
 	seen []string
 }
 
-func (r *mdRecorder) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
+func (r *mdRecorder) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	r.mu.Lock()
-	r.seen = append(r.seen, lock.MetadataFromContext(ctx))
+	r.seen = append(r.seen, req.Metadata)
 	r.mu.Unlock()
-	return r.Backend.Acquire(ctx, name, owner, ttl)
+	return r.Backend.Acquire(ctx, req)
 }
 
 func (r *mdRecorder) calls() []string {
@@ -45,14 +45,14 @@ func TestClientAttachesMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := rec.Inspect(ctx, "a")
+	info, err := inspectLock(ctx, rec, "a")
 	if err != nil || info.Metadata != "instance=a" {
 		t.Fatalf("Inspect = %+v, %v; want metadata instance=a", info, err)
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if info, _ := rec.Inspect(ctx, "a"); info.Metadata != "" {
+	if info, _ := inspectLock(ctx, rec, "a"); info.Metadata != "" {
 		t.Fatalf("Inspect of a released lock = %+v; want no metadata", info)
 	}
 	if _, err := c.TryAcquire(ctx, "b", time.Minute); err != nil {
@@ -85,7 +85,7 @@ func TestClientMetadataFromContext(t *testing.T) {
 func TestClientRefusesBadMetadata(t *testing.T) {
 	ctx := context.Background()
 	for what, md := range map[string]string{
-		"too long":     strings.Repeat("x", lock.MaxMetadataLen+1),
+		"too long":     strings.Repeat("x", driver.MaxMetadataLen+1),
 		"NUL":          "a\x00b",
 		"invalid UTF8": "\xc3\x28",
 	} {
@@ -106,43 +106,70 @@ func TestClientRefusesBadMetadata(t *testing.T) {
 	}
 }
 
-func TestValidateMetadata(t *testing.T) {
+// TestClientChecksMetadataBeforeSending: the Client sends metadata that
+// driver.ValidateMetadata accepts, as it is, and refuses the rest with
+// ErrInvalid before anything is sent (the driver checks nothing again).
+func TestClientChecksMetadataBeforeSending(t *testing.T) {
+	ctx := context.Background()
 	for md, ok := range map[string]bool{
-		"":                                       true,
-		"host=a pid=1":                           true,
-		"line\nbreak \"quote\" 'single' 🔒":       true,
-		strings.Repeat("x", lock.MaxMetadataLen): true,
-		strings.Repeat("x", lock.MaxMetadataLen+1): false,
+		"":                                 true,
+		"host=a pid=1":                     true,
+		"line\nbreak \"quote\" 'single' 🔒": true,
+		strings.Repeat("x", driver.MaxMetadataLen):   true,
+		strings.Repeat("x", driver.MaxMetadataLen+1): false,
 		"nul\x00":      false,
 		"\xff":         false,
 		"\xed\xa0\x80": false, // a UTF-16 surrogate
 	} {
-		err := lock.ValidateMetadata(md)
-		if ok != (err == nil) || (err != nil && !errors.Is(err, lock.ErrInvalid)) {
-			t.Errorf("ValidateMetadata(%.20q) = %v; want valid %v", md, err, ok)
+		rec := &mdRecorder{Backend: memory.NewBackend()}
+		l, err := lock.New(rec, nil).TryAcquire(lock.ContextWithMetadata(ctx, md), "a", time.Minute)
+		got := rec.calls()
+		switch {
+		case ok && (err != nil || len(got) != 1 || got[0] != md):
+			t.Errorf("metadata %.20q: %v, sent %.20q; want it sent as it is", md, err, got)
+		case !ok && (!errors.Is(err, lock.ErrInvalid) || len(got) != 0):
+			t.Errorf("metadata %.20q: %v, %d request(s) sent; want ErrInvalid and none", md, err, len(got))
+		}
+		if l != nil {
+			_ = l.Release(ctx)
 		}
 	}
 }
 
-func TestValidateAcquire(t *testing.T) {
+// TestClientChecksAcquireBeforeSending: what ValidateAcquire checked for a
+// backend (the arguments, and the metadata the context carries, which it
+// returned) the Client checks once, before anything is sent, and the
+// metadata reaches the driver as Request.Metadata.
+func TestClientChecksAcquireBeforeSending(t *testing.T) {
 	ctx := lock.ContextWithMetadata(context.Background(), "m")
-	if md, err := lock.ValidateAcquire(ctx, "n", "o", time.Second); err != nil || md != "m" {
-		t.Fatalf("ValidateAcquire = %q, %v; want m", md, err)
+	rec := &mdRecorder{Backend: memory.NewBackend()}
+	c := lock.New(rec, nil)
+	if _, err := c.TryAcquire(ctx, "n", time.Second); err != nil {
+		t.Fatalf("TryAcquire with metadata m: %v", err)
 	}
-	if _, err := lock.ValidateAcquire(ctx, "", "o", time.Second); !errors.Is(err, lock.ErrInvalid) {
+	if got := rec.calls(); len(got) != 1 || got[0] != "m" {
+		t.Fatalf("the driver was sent metadata %q; want [m]", got)
+	}
+	if _, err := c.TryAcquire(ctx, "", time.Second); !errors.Is(err, lock.ErrInvalid) {
 		t.Fatalf("empty name: %v; want ErrInvalid", err)
 	}
-	if _, err := lock.ValidateAcquire(lock.ContextWithMetadata(ctx, "\x00"), "n", "o", time.Second); !errors.Is(err, lock.ErrInvalid) {
+	if _, err := c.TryAcquire(lock.ContextWithMetadata(ctx, "\x00"), "n2", time.Second); !errors.Is(err, lock.ErrInvalid) {
 		t.Fatalf("NUL metadata: %v; want ErrInvalid", err)
 	}
-	if md := lock.MetadataFromContext(context.Background()); md != "" {
-		t.Fatalf("MetadataFromContext of a bare context = %q", md)
+	if got := rec.calls(); len(got) != 1 {
+		t.Fatalf("%d requests sent; want only the first, the bad ones refused before sending", len(got))
+	}
+	if _, err := c.TryAcquire(context.Background(), "n3", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.calls(); len(got) != 2 || got[1] != "" {
+		t.Fatalf("a bare context sent metadata %q; want none", got[1:])
 	}
 }
 
 func TestDefaultMetadata(t *testing.T) {
 	md := lock.DefaultMetadata()
-	if err := lock.ValidateMetadata(md); err != nil {
+	if err := driver.ValidateMetadata(md); err != nil {
 		t.Fatal(err)
 	}
 	host, _ := os.Hostname()

@@ -8,76 +8,13 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
-// MultiBackend is an optional capability of a Backend: acquiring a set of
-// names in one atomic step (one round trip). Client.AcquireMulti,
-// TryAcquireMulti and DoMulti use it when the backend has it; over any other
-// Backend they take the names one by one in sorted order and roll back what
-// they took when one is busy (see Client.TryAcquireMulti), which costs a
-// round trip per name and lets others see a part of the set held for the
-// length of one pass, but never while the caller waits.
-//
-// Implementations must meet these obligations, in addition to Backend's,
-// which the package [github.com/fencekit/fencekit/lock/locktest] checks
-// (MultiChecks):
-//
-//   - AcquireMulti(names, owner, ttl), in one atomic step: when every name
-//     is free (or its lease expired) or held by owner, it must take each
-//     free one for owner exactly as Acquire does (a token greater than
-//     every token ever issued for that name), extend each one owner already
-//     holds with its same token, and return the tokens in the order of
-//     names. When any name is held by another owner it must change nothing
-//     at all and return an error matching ErrHeld (a *HeldError naming that
-//     name, with its holder's remaining TTL when known). No other caller
-//     may ever see a part of the set taken by this call.
-//   - When it cannot do this set in one step (Redis Cluster names in
-//     different hash slots, say) it must change nothing and return an error
-//     matching ErrNotAtomic; the Client then takes the names in order.
-//   - Bad input (ValidateMulti) is refused with ErrInvalid before anything
-//     is sent.
-//
-// Types that satisfy MultiBackend in this module: *memory.Backend,
-// *redis.Backend, *postgres.Backend and *sqldb.Backend; in the module
-// adapters/etcd, *etcd.Backend.
-type MultiBackend interface {
-	Backend
-	// AcquireMulti takes every name for owner for ttl, or none of them.
-	AcquireMulti(ctx context.Context, names []string, owner string, ttl time.Duration) ([]fence.Token, error)
-}
-
-// ErrNotAtomic is what a MultiBackend returns when it cannot acquire a
-// given set of names in one step; nothing was changed.
-var ErrNotAtomic = errors.New("lock: this set of names cannot be acquired in one step")
-
-// MaxMultiNames is the most names one multi-name acquire takes.
-const MaxMultiNames = 64
-
-// ValidateMulti checks the arguments of a multi-name acquire: between 1 and
-// MaxMultiNames names, each valid (ValidateArgs) and none twice.
-func ValidateMulti(names []string, owner string, ttl time.Duration) error {
-	if len(names) == 0 {
-		return fence.Invalid("empty set of lock names")
-	}
-	if len(names) > MaxMultiNames {
-		return fence.Invalid("%d lock names in one set, above the maximum %d", len(names), MaxMultiNames)
-	}
-	seen := make(map[string]struct{}, len(names))
-	for _, n := range names {
-		if err := ValidateArgs(n, owner, ttl); err != nil {
-			return err
-		}
-		if _, dup := seen[n]; dup {
-			return fence.Invalid("lock name %q appears twice in one set", n)
-		}
-		seen[n] = struct{}{}
-	}
-	return nil
-}
-
-// sortedSet returns a sorted copy of names, checked as ValidateMulti does.
+// sortedSet returns a sorted copy of names, checked as the driver's
+// set request is (driver.Validate).
 func sortedSet(names []string, owner string, ttl time.Duration) ([]string, error) {
-	if err := ValidateMulti(names, owner, ttl); err != nil {
+	if err := driver.Validate(driver.Request{Names: names, Owner: owner, TTL: ttl, Kind: driver.Exclusive}); err != nil {
 		return nil, err
 	}
 	set := slices.Clone(names)
@@ -85,59 +22,101 @@ func sortedSet(names []string, owner string, ttl time.Duration) ([]string, error
 	return set, nil
 }
 
-// tryMulti makes one attempt at the whole set: in one step on a
-// MultiBackend that can, otherwise in order. On failure the caller holds
-// none of the names as far as it knows: the names taken in order were
-// released again, and after a failure whose outcome is unknown every name
-// was released (best effort, see abandonAll).
-func (c *Client) tryMulti(ctx context.Context, set []string, owner string, ttl time.Duration) ([]fence.Token, error) {
-	if mb, ok := c.backend.(MultiBackend); ok {
-		tokens, err := mb.AcquireMulti(ctx, set, owner, ttl)
-		switch {
-		case errors.Is(err, ErrNotAtomic):
-			// Fall through to the names in order.
-		case err == nil && len(tokens) != len(set):
-			c.abandonAll(ctx, set, owner, ttl)
-			return nil, fmt.Errorf("lock: AcquireMulti returned %d tokens for %d names", len(tokens), len(set))
-		case err != nil && !errors.Is(err, ErrHeld) && !errors.Is(err, ErrInvalid):
-			c.abandonAll(ctx, set, owner, ttl)
-			return nil, err
-		default:
-			return tokens, err
-		}
+// tryMulti makes one attempt at the whole set: in one step when the
+// driver can take it so, otherwise (driver.ErrNotAtomic) in order. It
+// releases nothing itself: on failure it returns, with the error, the names
+// that owner may hold because of this attempt, for the caller to release
+// (acquireMulti). Those are none after ErrHeld or ErrInvalid from the one
+// step (which changed nothing), the whole set after any other failure of
+// the one step (its outcome is unknown), and in order, every name taken
+// before the failure plus the one whose acquire failed, unless that one
+// failed with ErrHeld (an answer: another owner holds it).
+func (c *Client) tryMulti(ctx context.Context, set []string, owner string, ttl time.Duration) (tokens []fence.Token, mayHold []string, err error) {
+	g, err := c.driver.Acquire(ctx, driver.Request{Names: set, Owner: owner, TTL: ttl, Kind: driver.Exclusive, Metadata: metadataFromContext(ctx)})
+	switch {
+	case errors.Is(err, driver.ErrNotAtomic):
+		return c.acquireInOrder(ctx, set, owner, ttl)
+	case err == nil && len(g.Tokens) != len(set):
+		return nil, set, fmt.Errorf("lock: the backend granted %d tokens for %d names", len(g.Tokens), len(set))
+	case err != nil && !errors.Is(err, ErrHeld) && !errors.Is(err, ErrInvalid):
+		return nil, set, err
 	}
-	return c.acquireInOrder(ctx, set, owner, ttl)
+	return g.Tokens, nil, err
 }
 
 // acquireInOrder is the generic multi-name acquire over Backend's contract:
-// it takes the names one by one in sorted order, and when one fails it
-// releases, in reverse order, every name it took (and the failed one too when
-// the failure says nothing about who holds it), so that it never keeps a part
-// of the set. A fixed order means two callers of overlapping sets collide on
+// it takes the names one by one in sorted order and stops at the first that
+// fails, returning the names it may hold (see tryMulti) for the caller to
+// release. A fixed order means two callers of overlapping sets collide on
 // the first name they share, not in a cycle.
-func (c *Client) acquireInOrder(ctx context.Context, set []string, owner string, ttl time.Duration) ([]fence.Token, error) {
+func (c *Client) acquireInOrder(ctx context.Context, set []string, owner string, ttl time.Duration) ([]fence.Token, []string, error) {
 	tokens := make([]fence.Token, len(set))
 	for i, name := range set {
-		tok, err := c.backend.Acquire(ctx, name, owner, ttl)
+		g, err := c.grant(ctx, name, owner, ttl)
 		if err != nil {
-			taken := set[:i]
-			if !errors.Is(err, ErrHeld) {
-				taken = set[:i+1] // the failed attempt may have landed
+			if errors.Is(err, ErrHeld) {
+				return nil, set[:i], err
 			}
-			c.abandonAll(ctx, taken, owner, ttl)
-			return nil, err
+			return nil, set[:i+1], err // the failed attempt may have landed
 		}
-		tokens[i] = tok
+		tokens[i] = g.Token
 	}
-	return tokens, nil
+	return tokens, nil, nil
 }
 
-// abandonAll releases names for owner in reverse order, best effort, each
-// bounded by ttl even if the backend ignores its context. A release whose
-// outcome stays unknown leaves that name held by nobody's lease until its
-// ttl runs out.
-func (c *Client) abandonAll(ctx context.Context, names []string, owner string, ttl time.Duration) {
+// releaseNames releases owner's lease on each of names, in reverse order,
+// one request each. It returns the names whose release the backend did not
+// confirm (sorted), and an error: nil when it confirmed every one (the
+// lease was released, or ErrNotHeld: owner holds none, also when an earlier
+// release whose reply was lost had applied), otherwise the first failure
+// that a retry cannot cure, or else the last failure. A release cut short by
+// ctx is a failure whose outcome is unknown.
+func (c *Client) releaseNames(ctx context.Context, names []string, owner string) (left []string, err error) {
 	for i := len(names) - 1; i >= 0; i-- {
-		c.abandon(ctx, names[i], owner, ttl)
+		name := names[i]
+		rerr := bounded(ctx, func(ctx context.Context) error { return c.release(ctx, name, owner) })
+		if rerr == nil || errors.Is(rerr, ErrNotHeld) {
+			continue
+		}
+		left = append(left, name)
+		if err == nil || driver.Retryable(err) {
+			err = fmt.Errorf("release of %q: %w", name, rerr)
+		}
 	}
+	slices.Reverse(left)
+	return left, err
+}
+
+// releaseLater goes on releasing names in the background after an acquiring
+// call gave up without the backend confirming that owner holds none of
+// them: each is tried again, after a pause that doubles up to 100ms, until
+// the backend confirms it, a failure says a retry cannot cure it, or until
+// passes, by when the leases the call may have left have expired anyway.
+// ctx carries the values of the caller's context, not its cancellation.
+func (c *Client) releaseLater(ctx context.Context, names []string, owner string, until time.Time) {
+	ctx, cancel := context.WithDeadline(ctx, until)
+	go func() {
+		defer cancel()
+		for pause := time.Millisecond; len(names) > 0; pause = min(2*pause, 100*time.Millisecond) {
+			if !sleep(ctx, pause) {
+				return
+			}
+			var err error
+			if names, err = c.releaseNames(ctx, names, owner); err != nil && !driver.Retryable(err) {
+				return
+			}
+		}
+	}()
+}
+
+// addNames returns the sorted union of held and names. held must not share
+// its array with names (or with a set that names is a part of).
+func addNames(held []string, names ...string) []string {
+	for _, n := range names {
+		if !slices.Contains(held, n) {
+			held = append(held, n)
+		}
+	}
+	slices.Sort(held)
+	return held
 }

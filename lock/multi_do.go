@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // DoMulti acquires every lock in names (blocking, as AcquireMulti), keeps
@@ -38,7 +38,7 @@ func (c *Client) doMulti(ctx context.Context, names []string, ttl time.Duration,
 		return err
 	}
 	if fn == nil {
-		return fence.Invalid("nil function")
+		return driver.Invalid("nil function")
 	}
 	attempts := cc.opts.MaxAttempts
 	if once {

@@ -14,7 +14,7 @@ func (m *MultiLease) startKeepAlive() {
 	// ends must fail with context.Canceled, not with the set's cause (which
 	// may match ErrNotHeld and would lose the other leases, unreleased).
 	// Every path that ends the set stops the keep-alive.
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(m.values)
 	m.mu.Lock()
 	if m.ka != nil || m.ended {
 		m.mu.Unlock()

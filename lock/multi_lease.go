@@ -33,6 +33,9 @@ type MultiLease struct {
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// values carries the acquiring context's values, not its
+	// cancellation, for the keep-alive and the releases after a loss.
+	values context.Context
 
 	mu        sync.Mutex
 	ttl       time.Duration
@@ -49,10 +52,11 @@ type MultiLease struct {
 // asked. ambiguous says that an earlier attempt may still land.
 func (c *Client) newMultiLease(mdctx context.Context, set []string, owner string, tokens []fence.Token, ttl time.Duration, deadline time.Time, ambiguous, keepAlive bool, began time.Time, attempt int) *MultiLease {
 	m := &MultiLease{client: c, owner: owner, names: set, ttl: ttl}
-	m.ctx, m.cancel = context.WithCancelCause(context.Background())
-	md := MetadataFromContext(mdctx)
+	m.values = context.WithoutCancel(mdctx)
+	m.ctx, m.cancel = context.WithCancelCause(m.values)
+	md := metadataFromContext(mdctx)
 	for i, name := range set {
-		l := newLease(c, name, owner, tokens[i], ttl, deadline)
+		l := newLease(mdctx, c, name, owner, tokens[i], ttl, deadline)
 		l.mu.Lock()
 		l.metadata = md
 		l.mu.Unlock()
@@ -62,7 +66,7 @@ func (c *Client) newMultiLease(mdctx context.Context, set []string, owner string
 		m.leases = append(m.leases, l)
 	}
 	for _, l := range m.leases {
-		l.emit(Event{Kind: EventAcquired, Name: l.name, Token: l.token, Attempt: attempt, Elapsed: time.Since(began)})
+		l.emit(Event{kind: eventAcquired, Name: l.name, Token: l.token, Attempt: attempt, Elapsed: time.Since(began)})
 		context.AfterFunc(l.ctx, func() { m.memberEnded(l) })
 	}
 	if keepAlive {
@@ -263,7 +267,7 @@ func (m *MultiLease) lose(l *Lease, cause error) error {
 // renewal in flight, say), until ttl has passed, after which the backend has
 // let them expire anyway.
 func (m *MultiLease) releaseRest(ttl time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), ttl)
+	ctx, cancel := context.WithTimeout(m.values, ttl)
 	defer cancel()
 	for _, l := range m.leases {
 		for pause := time.Millisecond; !errors.Is(l.Err(), ErrReleased); pause = min(2*pause, 100*time.Millisecond) {

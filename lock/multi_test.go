@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/adapters/memory"
-	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 func TestMultiMemberReleasedAloneLosesSet(t *testing.T) {
@@ -28,7 +28,7 @@ func TestMultiMemberReleasedAloneLosesSet(t *testing.T) {
 		t.Fatalf("Err = %v; want ErrLost", set.Err())
 	}
 	eventually(t, "b released with the lost set", func() bool {
-		info, err := mem.Inspect(ctx, "b")
+		info, err := inspectLock(ctx, mem, "b")
 		return err == nil && !info.Held
 	})
 }
@@ -72,13 +72,13 @@ func TestMultiExtendRenewsEveryLease(t *testing.T) {
 func TestMultiObserverHearsEachName(t *testing.T) {
 	rec := &recorder{}
 	mem := memory.NewBackend()
-	set, err := lock.New(mem, &lock.Options{Observer: rec.observe}).TryAcquireMulti(context.Background(), []string{"b", "a"}, time.Minute)
+	set, err := lock.New(mem, &lock.Options{Observer: rec.observer()}).TryAcquireMulti(context.Background(), []string{"b", "a"}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := rec.of(lock.EventAcquired)
+	got := rec.of("acquired")
 	if len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" || got[0].Token != set.Token("a") || got[1].Token != set.Token("b") {
-		t.Fatalf("EventAcquired = %+v; want one per name, sorted, with its token", got)
+		t.Fatalf("Acquired events %+v; want one per name, sorted, with its token", got)
 	}
 }
 
@@ -119,7 +119,7 @@ func TestDoMultiContextEndsWithSet(t *testing.T) {
 	mem := memory.NewBackend()
 	c := lock.New(mem, nil)
 	err := c.DoMulti(context.Background(), []string{"a", "b"}, time.Second, func(ctx context.Context, set *lock.MultiLease) error {
-		if err := mem.Release(context.Background(), "b", set.Owner()); err != nil {
+		if err := releaseLock(context.Background(), mem, "b", set.Owner()); err != nil {
 			return err
 		}
 		await(t, ctx.Done(), "fn's context ending with the set")
@@ -129,14 +129,14 @@ func TestDoMultiContextEndsWithSet(t *testing.T) {
 		t.Fatalf("DoMulti = %v; want ErrLost", err)
 	}
 	eventually(t, "a released with the lost set", func() bool {
-		info, err := mem.Inspect(context.Background(), "a")
+		info, err := inspectLock(context.Background(), mem, "a")
 		return err == nil && !info.Held
 	})
 }
 
 func TestTryDoMultiHeld(t *testing.T) {
 	mem := memory.NewBackend()
-	if _, err := mem.Acquire(context.Background(), "b", "someone", time.Minute); err != nil {
+	if _, err := takeLock(context.Background(), mem, "b", "someone", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	ran := false
@@ -153,17 +153,17 @@ func TestTryDoMultiHeld(t *testing.T) {
 func TestAcquireMultiGivesUp(t *testing.T) {
 	for _, polling := range []bool{false, true} {
 		mem := memory.NewBackend()
-		if _, err := mem.Acquire(context.Background(), "b", "someone", time.Minute); err != nil {
+		if _, err := takeLock(context.Background(), mem, "b", "someone", time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		rec := &recorder{}
-		c := lock.New(mem, &lock.Options{Observer: rec.observe, MinBackoff: time.Millisecond, Queue: lock.QueueOptions{Polling: polling, PlaceTTL: 30 * time.Millisecond}})
+		c := lock.New(mem, &lock.Options{Observer: rec.observer(), MinBackoff: time.Millisecond, Queue: lock.QueueOptions{Polling: polling, PlaceTTL: 30 * time.Millisecond}})
 		_, err := c.AcquireMulti(context.Background(), []string{"a", "b", "c"}, time.Minute, lock.WithMaxAttempts(3))
 		if !errors.Is(err, lock.ErrNotAcquired) || !errors.Is(err, lock.ErrHeld) {
 			t.Fatalf("polling %v: AcquireMulti after 3 attempts = %v; want ErrNotAcquired and ErrHeld", polling, err)
 		}
-		if n := len(rec.of(lock.EventRetrying)); n != 2 {
-			t.Fatalf("polling %v: %d EventRetrying; want 2 for 3 attempts", polling, n)
+		if n := len(rec.of("retrying")); n != 2 {
+			t.Fatalf("polling %v: %d Retrying events; want 2 for 3 attempts", polling, n)
 		}
 		expectFree(t, mem, "a")
 		expectFree(t, mem, "c")
@@ -197,17 +197,17 @@ func TestMultiRefusesBadCalls(t *testing.T) {
 }
 
 // brokenExtendB is a memory backend whose renewals of "b" fail for good
-// (an error for which lock.Retryable is false), while the server still
+// (an error for which driver.Retryable is false), while the server still
 // holds b.
 type brokenExtendB struct{ *memory.Backend }
 
 var errBrokenExtend = errors.New("extend: script error")
 
-func (s brokenExtendB) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
-	if name == "b" {
+func (s brokenExtendB) Extend(ctx context.Context, c driver.Claim, ttl time.Duration) error {
+	if c.Name == "b" {
 		return errBrokenExtend
 	}
-	return s.Backend.Extend(ctx, name, owner, ttl)
+	return s.Backend.Extend(ctx, c, ttl)
 }
 
 // TestMultiLossReleasesEveryLease: a set lost because one lease's renewal
@@ -226,7 +226,7 @@ func TestMultiLossReleasesEveryLease(t *testing.T) {
 	}
 	for _, n := range []string{"a", "b"} {
 		eventually(t, n+" released with the lost set", func() bool {
-			info, err := mem.Inspect(context.Background(), n)
+			info, err := inspectLock(context.Background(), mem, n)
 			return err == nil && !info.Held
 		})
 	}
@@ -236,7 +236,7 @@ func TestMultiLossReleasesEveryLease(t *testing.T) {
 // line of the name it waited for.
 func TestAcquireMultiLeavesQueueWhenGivingUp(t *testing.T) {
 	mem := memory.NewBackend()
-	if _, err := mem.Acquire(context.Background(), "b", "someone", time.Minute); err != nil {
+	if _, err := takeLock(context.Background(), mem, "b", "someone", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	c := lock.New(mem, nil)
@@ -256,21 +256,26 @@ func TestAcquireMultiLeavesQueueWhenGivingUp(t *testing.T) {
 	expectFree(t, mem, "a")
 }
 
-// permanentAcquire is a backend whose acquire of "b" fails for good.
-type permanentAcquire struct{ lock.Backend }
+// permanentAcquire is a backend whose acquire of "b" fails for good. It
+// takes a set name by name (driver.ErrNotAtomic), so that "a" is taken
+// before "b" fails and must be let go again.
+type permanentAcquire struct{ driver.Backend }
 
 var errNoTable = errors.New("relation does not exist")
 
-func (p permanentAcquire) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	if name == "b" {
-		return 0, errNoTable
+func (p permanentAcquire) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	switch {
+	case req.Names != nil:
+		return driver.Grant{}, driver.ErrNotAtomic
+	case req.Name == "b":
+		return driver.Grant{}, errNoTable
 	}
-	return p.Backend.Acquire(ctx, name, owner, ttl)
+	return p.Backend.Acquire(ctx, req)
 }
 
 func TestAcquireMultiPermanentErrorNotRetried(t *testing.T) {
 	mem := memory.NewBackend()
-	_, err := lock.New(permanentAcquire{mem}, nil).AcquireMulti(context.Background(), []string{"a", "b"}, time.Minute)
+	_, err := lock.New(permanentAcquire{mem}, &lock.Options{Queue: polling}).AcquireMulti(context.Background(), []string{"a", "b"}, time.Minute)
 	if !errors.Is(err, errNoTable) || !errors.Is(err, lock.ErrNotAcquired) || !strings.Contains(err.Error(), "1 attempt") {
 		t.Fatalf("AcquireMulti = %v; want ErrNotAcquired and the error, after 1 attempt", err)
 	}
@@ -284,7 +289,7 @@ func TestMultiReleaseOfSetNotHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mem.Release(ctx, "b", set.Owner()); err != nil {
+	if err := releaseLock(ctx, mem, "b", set.Owner()); err != nil {
 		t.Fatal(err)
 	}
 	err = set.Release(ctx)
@@ -297,15 +302,15 @@ func TestMultiReleaseOfSetNotHeld(t *testing.T) {
 // lostReleaseReply is a backend whose first release of "a" fails with an
 // unknown outcome, sending nothing.
 type lostReleaseReply struct {
-	lock.Backend
+	driver.Backend
 	failed atomic.Bool
 }
 
-func (l *lostReleaseReply) Release(ctx context.Context, name, owner string) error {
-	if name == "a" && l.failed.CompareAndSwap(false, true) {
-		return lock.Transient(errors.New("connection reset"))
+func (l *lostReleaseReply) Release(ctx context.Context, c driver.Claim) error {
+	if c.Name == "a" && l.failed.CompareAndSwap(false, true) {
+		return driver.Transient(errors.New("connection reset"))
 	}
-	return l.Backend.Release(ctx, name, owner)
+	return l.Backend.Release(ctx, c)
 }
 
 func TestDoMultiRetriesUnknownRelease(t *testing.T) {
@@ -320,15 +325,15 @@ func TestDoMultiRetriesUnknownRelease(t *testing.T) {
 }
 
 // unreachableBackend answers no acquire: every attempt fails transiently.
-type unreachableBackend struct{ lock.Backend }
+type unreachableBackend struct{ driver.Backend }
 
-func (unreachableBackend) Acquire(context.Context, string, string, time.Duration) (fence.Token, error) {
-	return 0, lock.Transient(errors.New("connection refused"))
+func (unreachableBackend) Acquire(context.Context, driver.Request) (driver.Grant, error) {
+	return driver.Grant{}, driver.Transient(errors.New("connection refused"))
 }
 
 func TestAcquireMultiGivesUpWhenUnreachable(t *testing.T) {
 	mem := memory.NewBackend()
-	c := lock.New(unreachableBackend{mem}, &lock.Options{MaxUnreachable: 100 * time.Millisecond, MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+	c := lock.New(unreachableBackend{mem}, &lock.Options{MaxUnreachable: 100 * time.Millisecond, MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, Queue: polling})
 	_, err := c.AcquireMulti(context.Background(), []string{"a", "b"}, time.Minute)
 	if !errors.Is(err, lock.ErrUnreachable) || !errors.Is(err, lock.ErrNotAcquired) {
 		t.Fatalf("AcquireMulti = %v; want ErrUnreachable and ErrNotAcquired", err)

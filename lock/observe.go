@@ -9,8 +9,8 @@ import (
 
 // Events of a lease are queued under the lease's lock in the order they
 // happen, and handed to the Observer by one goroutine at a time, outside the
-// lock. So the Observer may call back into the lease (Release from an
-// EventLost raised by the keep-alive, say) without deadlocking: the event
+// lock. So the Observer may call back into the lease (Release from a Lost
+// event raised by the keep-alive, say) without deadlocking: the event
 // that call raises is queued, and delivered by the goroutine already
 // delivering, once the current callback returns.
 
@@ -72,20 +72,22 @@ var (
 )
 
 // Cause returns a short label, from a fixed set, for why the event
-// happened, for logs and metric attributes:
+// happened, for logs and metric attributes. It tells by the Observer field
+// the Client delivered the event to, so an Event made outside this package
+// gets "":
 //
-//   - EventLost: "not-held" (the backend no longer held the lease: expired
+//   - Lost: "not-held" (the backend no longer held the lease: expired
 //     there, or released by someone else), "deadline" (the local deadline
 //     passed without a successful renewal), "late-reply" (a renewal's
 //     reply came after the local deadline) or "renewal-error" (a renewal
 //     failed with an error that will not heal).
-//   - EventRenewalFailed and EventRetrying: "held" (another owner holds the
-//     lock), "timeout" (a context ended), or "transient".
-//   - EventStale: "stale".
+//   - RenewalFailed and Retrying: "held" (another owner holds the lock),
+//     "timeout" (a context ended), or "transient".
+//   - Stale: "stale".
 //   - Otherwise "".
 func (e Event) Cause() string {
-	switch e.Kind {
-	case EventLost:
+	switch e.kind {
+	case eventLost:
 		switch {
 		case errors.Is(e.Err, ErrNotHeld):
 			return "not-held"
@@ -95,7 +97,7 @@ func (e Event) Cause() string {
 			return "late-reply"
 		}
 		return "renewal-error"
-	case EventRenewalFailed, EventRetrying:
+	case eventRenewalFailed, eventRetrying:
 		switch {
 		case errors.Is(e.Err, ErrHeld):
 			return "held"
@@ -103,7 +105,7 @@ func (e Event) Cause() string {
 			return "timeout"
 		}
 		return "transient"
-	case EventStale:
+	case eventStale:
 		return "stale"
 	}
 	return ""
@@ -114,7 +116,7 @@ type leaseKey struct{}
 
 // ContextWithLease returns a copy of ctx that carries lease, so that fenced
 // writes made outside Lease.Fenced with that context report a stale
-// refusal to the lease's Observer as EventStale: Guard.Check and
+// refusal to the lease's Observer.Stale: Guard.Check and
 // UpdateFenced of adapters/postgres and adapters/sqldb do, through
 // ReportStale. The contexts that Do,
 // TryDo, Lead and WithLease give out carry their lease already.
@@ -129,7 +131,7 @@ func LeaseFromContext(ctx context.Context) *Lease {
 }
 
 // ReportStale reports err to the Observer of the lease that ctx carries
-// (ContextWithLease), as EventStale for key, when err matches
+// (ContextWithLease), as a Stale event for key, when err matches
 // fence.ErrStale; the event's Token is the refused token when err carries a
 // *fence.StaleError, else the lease's. It returns err unchanged. A fenced
 // resource that is not a fence.Store (a transaction guard, an update of
@@ -149,6 +151,6 @@ func ReportStale(ctx context.Context, key string, err error) error {
 	if errors.As(err, &stale) && stale.Token.Valid() {
 		token = stale.Token
 	}
-	l.emit(Event{Kind: EventStale, Name: l.name, Token: token, Key: key, Err: err})
+	l.emit(Event{kind: eventStale, Name: l.name, Token: token, Key: key, Err: err})
 	return err
 }

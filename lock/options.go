@@ -3,7 +3,7 @@ package lock
 import (
 	"time"
 
-	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Options configures a Client. A nil *Options means the defaults.
@@ -26,9 +26,12 @@ type Options struct {
 	// ErrUnreachable and the last attempt's error, even under
 	// context.Background. Waiting for a holder is not bounded by it: the
 	// count starts again at the first attempt after an ErrHeld reply (the
-	// pause before it is the Client's own). 0 means
-	// DefaultMaxUnreachable; a negative value means no bound other than the
-	// context and MaxAttempts (the behaviour before this option).
+	// pause before it is the Client's own). 0 means a minute: long enough
+	// to ride out a server restart or a failover (Redis Sentinel's default
+	// down-after-milliseconds alone is 30 s), short enough that a wrong
+	// address or a server that is down is reported within a minute instead
+	// of never. A negative value means no bound other than the context and
+	// MaxAttempts.
 	// WithMaxUnreachable overrides it for one call.
 	MaxUnreachable time.Duration
 
@@ -57,46 +60,38 @@ type Options struct {
 	KeepAliveInterval float64
 
 	// Metadata, when set, is stored with every lease the Client acquires and
-	// reported by Backend.Inspect as Info.Metadata, so that an operator can
+	// reported by Client.Inspect as Holder.Metadata, so that an operator can
 	// tell which process holds a lock: an instance name, or
 	// DefaultMetadata() for "host=<hostname> pid=<pid>". It must be UTF-8
-	// without NUL, at most MaxMetadataLen bytes; otherwise Acquire,
-	// TryAcquire and Do refuse with ErrInvalid and send nothing. It reaches
-	// the Backend through the context (see ContextWithMetadata); a backend
-	// that keeps no metadata ignores it.
+	// without NUL, at most 1024 bytes; otherwise Acquire, TryAcquire and Do
+	// refuse with ErrInvalid and send nothing. When it is empty, the
+	// metadata of the acquiring context (ContextWithMetadata) is sent.
+	// Permits keep none.
 	Metadata string
 
-	// Queue configures queued waiting on a backend that offers it
-	// (QueueBackend): Acquire and Do then wait in line instead of polling.
+	// Queue configures queued waiting: how long a waiter's place in line
+	// outlives it, or polling instead.
 	Queue QueueOptions
 
-	// Observer, when set, is called for every event: those of a lease
-	// (acquired, extended, renewal failed, released, lost, stale) and each
-	// acquire attempt that failed and will be retried.
-	//
-	// A lease's events reach the Observer one at a time, in the order they
-	// happened, on the goroutine that caused them (the caller's, the
-	// keep-alive's, or the deadline timer's). The Observer may call the
-	// lease's methods, Release and Extend included: an event that such a
-	// call causes is delivered right after the current callback returns,
-	// instead of from inside it. Otherwise the terminal event (released or
-	// lost) is delivered before Done closes.
-	//
-	// The Observer must not block: the keep-alive and the deadline timer
-	// wait for it.
-	Observer func(Event)
+	// Observer, when set, is called for every event whose field it sets:
+	// those of a lease (acquired, extended, renewal failed, released,
+	// lost, stale) and each acquire attempt that failed and will be
+	// retried. See Observer for the order and the goroutines of its calls.
+	// New copies it: setting its fields later has no effect on the Client.
+	Observer *Observer
 }
 
-// DefaultMaxUnreachable is Options.MaxUnreachable's default: long enough
-// to ride out a server restart or a failover (Redis Sentinel's default
-// down-after-milliseconds alone is 30 s), short enough that a wrong address
-// or a server that is down is reported within a minute instead of never.
-const DefaultMaxUnreachable = time.Minute
+// defaultMaxUnreachable is Options.MaxUnreachable's default.
+const defaultMaxUnreachable = time.Minute
 
 func (o *Options) withDefaults() Options {
 	var v Options
 	if o != nil {
 		v = *o
+	}
+	if v.Observer != nil {
+		obs := *v.Observer
+		v.Observer = &obs
 	}
 	if v.MinBackoff <= 0 {
 		v.MinBackoff = 10 * time.Millisecond
@@ -111,7 +106,7 @@ func (o *Options) withDefaults() Options {
 		v.DriftFactor = 0.01
 	}
 	if v.MaxUnreachable == 0 {
-		v.MaxUnreachable = DefaultMaxUnreachable
+		v.MaxUnreachable = defaultMaxUnreachable
 	}
 	if v.DriftMin <= 0 {
 		v.DriftMin = 2 * time.Millisecond
@@ -127,24 +122,24 @@ func (o *Options) withDefaults() Options {
 // start, or, when the lease is kept alive, whose first renewal would come
 // after that deadline.
 func (o *Options) checkTTL(ttl time.Duration, keepAlive bool) error {
-	if ttl < MinTTL {
-		return fence.Invalid("ttl %v is below the minimum %v", ttl, MinTTL)
+	if ttl < driver.MinTTL {
+		return driver.Invalid("ttl %v is below the minimum %v", ttl, driver.MinTTL)
 	}
 	if !(o.DriftFactor > 0 && o.DriftFactor < 1) { // NaN too
-		return fence.Invalid("drift factor %v is outside (0, 1)", o.DriftFactor)
+		return driver.Invalid("drift factor %v is outside (0, 1)", o.DriftFactor)
 	}
 	life := ttl - o.drift(ttl)
 	if life <= 0 {
-		return fence.Invalid("ttl %v is not longer than its drift margin %v: the lease would end locally before it began", ttl, o.drift(ttl))
+		return driver.Invalid("ttl %v is not longer than its drift margin %v: the lease would end locally before it began", ttl, o.drift(ttl))
 	}
 	if !keepAlive {
 		return nil
 	}
 	if o.KeepAliveInterval <= 0 || o.KeepAliveInterval >= 1 {
-		return fence.Invalid("keep-alive interval %v is outside (0, 1)", o.KeepAliveInterval)
+		return driver.Invalid("keep-alive interval %v is outside (0, 1)", o.KeepAliveInterval)
 	}
 	if renew := o.renewEvery(ttl); renew >= life {
-		return fence.Invalid("ttl %v: a renewal every %v would come after the local deadline, %v after the start", ttl, renew, life)
+		return driver.Invalid("ttl %v: a renewal every %v would come after the local deadline, %v after the start", ttl, renew, life)
 	}
 	return nil
 }

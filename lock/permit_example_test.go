@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/adapters/memory"
+	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Two of three exports run at once: a semaphore of 2 permits lets the first
@@ -33,39 +35,46 @@ func ExampleSemaphore() {
 	// another limit refused: true
 }
 
-// A reader learns which writer came before it: when the store's fence is
-// above the reader's PriorWriter, a newer writer has written since.
+// A reader raises the key's fence to its ReadFence, one above the writer
+// that came before it, so that writer can no longer change the key; when
+// the fence is later above the reader's ReadFence, a newer writer has
+// written since.
 func ExampleRWLock() {
 	ctx := context.Background()
 	backend, store := memory.NewBackend(), memory.NewStore()
 	prices := lock.New(backend, nil).RWLock("prices")
 
+	var first *lock.Lease
 	_ = prices.DoWrite(ctx, 10*time.Second, func(ctx context.Context, w *lock.Lease) error {
+		first = w
 		return w.Fenced(store).Put(ctx, "prices", []byte("v1"))
 	})
 	r, _ := prices.AcquireRead(ctx, 10*time.Second)
+	_ = r.Fenced(store).Advance(ctx, "prices")
 	_ = prices.DoWrite(ctx, 10*time.Second, func(ctx context.Context, w *lock.Lease) error {
 		return errors.New("not reached while a reader holds the lock")
 	}, lock.WithMaxAttempts(1))
+	// The first writer, had it paused past its TTL, could not write now.
+	err := first.Fenced(store).Put(ctx, "prices", []byte("late"))
+	fmt.Println("prior writer:", r.PriorWriter(), "read fence:", r.ReadFence(), "late write refused:", errors.Is(err, fence.ErrStale))
 	rec, _ := store.Get(ctx, "prices")
-	fenceNow := rec.Fence
-	fmt.Println("reader's prior writer:", r.PriorWriter(), "store fence:", fenceNow, "newer writer since:", fenceNow > r.PriorWriter())
+	fmt.Println("fence:", rec.Fence, "value:", string(rec.Value), "newer writer since:", rec.Fence > r.ReadFence())
 	_ = r.Release(ctx)
 
 	_ = prices.DoWrite(ctx, 10*time.Second, func(ctx context.Context, w *lock.Lease) error {
 		return w.Fenced(store).Put(ctx, "prices", []byte("v2"))
 	})
 	rec, _ = store.Get(ctx, "prices")
-	fenceNow = rec.Fence
-	fmt.Println("after another writer, fence:", fenceNow, "newer writer since:", fenceNow > r.PriorWriter())
+	fmt.Println("after another writer, fence:", rec.Fence, "newer writer since:", rec.Fence > r.ReadFence())
 	// Output:
-	// reader's prior writer: 1 store fence: 1 newer writer since: false
+	// prior writer: 1 read fence: 2 late write refused: true
+	// fence: 2 value: v1 newer writer since: false
 	// after another writer, fence: 3 newer writer since: true
 }
 
-// A semaphore or read-write lock over a backend
-// without lock.PermitBackend is refused with ErrUnsupported, and a bad limit
-// with ErrInvalid, before anything is sent.
+// A semaphore or read-write lock over a backend that cannot offer permits
+// (its Acquire answers driver.ErrUnsupported for them) gets that error at
+// once, and a bad limit gets ErrInvalid before anything is sent.
 func ExampleClient_Semaphore_unsupported() {
 	ctx := context.Background()
 	client := lock.New(lockOnly{memory.NewBackend()}, nil)
@@ -81,5 +90,13 @@ func ExampleClient_Semaphore_unsupported() {
 	// true
 }
 
-// lockOnly hides every optional capability of a Backend.
-type lockOnly struct{ lock.Backend }
+// lockOnly is a driver that has locks but no permits, as a third-party
+// backend may: it refuses every permit kind with driver.ErrUnsupported.
+type lockOnly struct{ driver.Backend }
+
+func (l lockOnly) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if req.Kind.Permit() {
+		return driver.Grant{}, driver.ErrUnsupported
+	}
+	return l.Backend.Acquire(ctx, req)
+}

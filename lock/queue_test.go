@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/adapters/memory"
-	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // TestAcquireQueuedReleaserWaitsItsTurn: the worker that releases and at
@@ -26,11 +26,11 @@ func TestAcquireQueuedReleaserWaitsItsTurn(t *testing.T) {
 	}
 	queued := make(chan struct{})
 	var once atomic.Bool
-	waiter := lock.New(b, &lock.Options{Observer: func(e lock.Event) {
-		if e.Kind == lock.EventRetrying && once.CompareAndSwap(false, true) {
+	waiter := lock.New(b, &lock.Options{Observer: &lock.Observer{Retrying: func(lock.Event) {
+		if once.CompareAndSwap(false, true) {
 			close(queued)
 		}
-	}})
+	}}})
 	got := make(chan *lock.Lease, 1)
 	go func() {
 		l, err := waiter.Acquire(ctx, "l", time.Minute)
@@ -82,28 +82,24 @@ func TestAcquireQueuedReleaserWaitsItsTurn(t *testing.T) {
 
 // TestAcquireQueuedAttemptsEventsAndLeaving: a queued Acquire counts every
 // request as an attempt, reports each refused one but the last as
-// EventRetrying, and gives up its place when it gives up.
+// Retrying, and gives up its place when it gives up.
 func TestAcquireQueuedAttemptsEventsAndLeaving(t *testing.T) {
 	ctx := context.Background()
 	b := memory.NewBackend()
-	if _, err := b.Acquire(ctx, "l", "holder", time.Minute); err != nil {
+	if _, err := takeLock(ctx, b, "l", "holder", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	var retrying atomic.Int32
 	c := lock.New(b, &lock.Options{
-		Queue: lock.QueueOptions{PlaceTTL: 30 * time.Millisecond},
-		Observer: func(e lock.Event) {
-			if e.Kind == lock.EventRetrying {
-				retrying.Add(1)
-			}
-		},
+		Queue:    lock.QueueOptions{PlaceTTL: 30 * time.Millisecond},
+		Observer: &lock.Observer{Retrying: func(lock.Event) { retrying.Add(1) }},
 	})
 	_, err := c.Acquire(ctx, "l", time.Minute, lock.WithMaxAttempts(3))
 	if !errors.Is(err, lock.ErrNotAcquired) || !errors.Is(err, lock.ErrHeld) {
 		t.Fatalf("Acquire = %v; want ErrNotAcquired and ErrHeld", err)
 	}
 	if n := retrying.Load(); n != 2 {
-		t.Fatalf("%d EventRetrying; want 2 (attempts 1 and 2 of 3)", n)
+		t.Fatalf("%d Retrying events; want 2 (attempts 1 and 2 of 3)", n)
 	}
 	if w := b.Waiting("l"); len(w) != 0 {
 		t.Fatalf("waiting after giving up: %v; want nobody", w)
@@ -145,11 +141,12 @@ func TestAcquireQueuedAttemptsEventsAndLeaving(t *testing.T) {
 func TestTryAcquireBargesAheadOfQueue(t *testing.T) {
 	ctx := context.Background()
 	b := memory.NewBackend()
-	if _, err := b.Acquire(ctx, "l", "holder", time.Minute); err != nil {
+	if _, err := takeLock(ctx, b, "l", "holder", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.AcquireOrEnqueue(ctx, "l", "waiter", time.Minute, time.Minute); !errors.Is(err, lock.ErrHeld) {
-		t.Fatalf("AcquireOrEnqueue = %v; want ErrHeld", err)
+	waiter := driver.Request{Name: "l", Owner: "waiter", TTL: time.Minute, Kind: driver.Exclusive, Place: time.Minute}
+	if _, err := b.Acquire(ctx, waiter); !errors.Is(err, lock.ErrHeld) {
+		t.Fatalf("Acquire with a place = %v; want ErrHeld", err)
 	}
 	c := lock.New(b, nil)
 	if _, err := c.TryAcquire(ctx, "l", time.Minute); !errors.Is(err, lock.ErrHeld) {
@@ -161,7 +158,7 @@ func TestTryAcquireBargesAheadOfQueue(t *testing.T) {
 	if w := b.Waiting("l"); len(w) != 1 || w[0] != "waiter" {
 		t.Fatalf("waiting = %v; want only the waiter (TryAcquire does not queue)", w)
 	}
-	if err := b.Release(ctx, "l", "holder"); err != nil {
+	if err := releaseLock(ctx, b, "l", "holder"); err != nil {
 		t.Fatal(err)
 	}
 	l, err := c.TryAcquire(ctx, "l", time.Minute)
@@ -188,31 +185,32 @@ func TestAcquireQueuedRefusesShortPlace(t *testing.T) {
 	if _, err := c.Acquire(context.Background(), "l", time.Minute); !errors.Is(err, lock.ErrInvalid) {
 		t.Fatalf("Acquire = %v; want ErrInvalid", err)
 	}
-	if info, _ := b.Inspect(context.Background(), "l"); info.Held {
+	if info, _ := inspectLock(context.Background(), b, "l"); info.Held {
 		t.Fatal("the lock was taken")
 	}
 }
 
-// flakyQueue fails its first AcquireOrEnqueue transiently and, when
-// deafAwait is set, every AwaitTurn at once (a broken wake-up channel).
+// flakyQueue fails its first Acquire with a place transiently and, when
+// deafAwait is set, every Await at once (a broken wake-up channel). calls
+// counts the Acquires with a place.
 type flakyQueue struct {
 	*memory.Backend
 	calls     atomic.Int32
 	deafAwait bool
 }
 
-func (f *flakyQueue) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, place time.Duration) (fence.Token, error) {
-	if f.calls.Add(1) == 1 {
-		return 0, lock.Transient(errors.New("connection reset"))
+func (f *flakyQueue) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if req.Place > 0 && f.calls.Add(1) == 1 {
+		return driver.Grant{}, driver.Transient(errors.New("connection reset"))
 	}
-	return f.Backend.AcquireOrEnqueue(ctx, name, owner, ttl, place)
+	return f.Backend.Acquire(ctx, req)
 }
 
-func (f *flakyQueue) AwaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
+func (f *flakyQueue) Await(ctx context.Context, c driver.Claim, max time.Duration) error {
 	if f.deafAwait {
 		return errors.New("subscription failed")
 	}
-	return f.Backend.AwaitTurn(ctx, name, owner, max)
+	return f.Backend.Await(ctx, c, max)
 }
 
 // TestAcquireQueuedSurvivesFailures: a transient failure of an attempt is
@@ -221,7 +219,7 @@ func (f *flakyQueue) AwaitTurn(ctx context.Context, name, owner string, max time
 func TestAcquireQueuedSurvivesFailures(t *testing.T) {
 	ctx := context.Background()
 	f := &flakyQueue{Backend: memory.NewBackend(), deafAwait: true}
-	if _, err := f.Backend.Acquire(ctx, "l", "holder", time.Minute); err != nil {
+	if _, err := takeLock(ctx, f.Backend, "l", "holder", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	c := lock.New(f, &lock.Options{Queue: lock.QueueOptions{PlaceTTL: 60 * time.Millisecond}})
@@ -235,9 +233,9 @@ func TestAcquireQueuedSurvivesFailures(t *testing.T) {
 	}()
 	time.Sleep(200 * time.Millisecond) // a window to count calls in, not a synchronisation
 	if n := f.calls.Load(); n < 2 || n > 40 {
-		t.Fatalf("%d AcquireOrEnqueue calls in 200ms with renewals every 20ms; want a few, neither none nor a spin", n)
+		t.Fatalf("%d Acquire calls with a place in 200ms with renewals every 20ms; want a few, neither none nor a spin", n)
 	}
-	if err := f.Backend.Release(ctx, "l", "holder"); err != nil {
+	if err := releaseLock(ctx, f.Backend, "l", "holder"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -254,7 +252,7 @@ func TestAcquireQueuedSurvivesFailures(t *testing.T) {
 func TestDoWaitsInLine(t *testing.T) {
 	ctx := context.Background()
 	b := memory.NewBackend()
-	if _, err := b.Acquire(ctx, "l", "holder", time.Minute); err != nil {
+	if _, err := takeLock(ctx, b, "l", "holder", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	c := lock.New(b, nil)
@@ -269,7 +267,7 @@ func TestDoWaitsInLine(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if err := b.Release(ctx, "l", "holder"); err != nil {
+	if err := releaseLock(ctx, b, "l", "holder"); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -7,40 +7,8 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock/driver"
 )
-
-// Resumer is an optional capability of a Backend: adopting a live lease by
-// its owner value in one atomic step. Client.Resume uses it when the backend
-// has it (one round trip); otherwise it resumes through the base contract
-// (Inspect, Extend, Inspect: three round trips, see Client.Resume), which is
-// as exact but slower.
-//
-// Implementations must meet these obligations, in addition to Backend's,
-// which the package [github.com/fencekit/fencekit/lock/locktest] checks
-// (RunResume):
-//
-//   - Resume(name, owner, ttl), in one atomic step: if owner holds a live
-//     lease on name, it must renew that lease to ttl from now, keep its
-//     token and its holder metadata (as Extend does), and return the token.
-//     Otherwise it must return an error matching ErrNotHeld and change
-//     nothing: never re-create a lease that was released or expired, never
-//     mint a token, never touch another owner's lease.
-//   - Bad input (as Extend's: ValidateArgs) must be refused with an error
-//     matching ErrInvalid before anything is sent.
-//   - A failure that a retry may cure must be Retryable, as for Backend.
-//     Resume is idempotent: a resend after a lost reply returns the same
-//     token, so clients may resend it.
-//
-// Types that satisfy Resumer in this module: *memory.Backend,
-// *redis.Backend, *postgres.Backend and *sqldb.Backend; in modules of their
-// own, the etcd adapter's *etcd.Backend and the NATS adapter's
-// *nats.Backend.
-type Resumer interface {
-	Backend
-	// Resume renews owner's live lease on name to ttl from now and returns
-	// its token.
-	Resume(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error)
-}
 
 // Resume adopts the live lease that owner holds on name, as a process that
 // restarted (having saved Lease.Owner) or a worker handed a lease by another
@@ -50,7 +18,7 @@ type Resumer interface {
 // is kept alive if Options.KeepAlive or WithKeepAlive says so, as for
 // Acquire; Release, Extend and the local deadline work as for any lease.
 // The holder metadata stored with the lease is kept, as Extend keeps it.
-// The Observer gets EventAcquired for the resumed lease.
+// Observer.Acquired hears of the resumed lease.
 //
 // When owner does not hold name (the lease was released, expired, or taken
 // by another owner) Resume fails at once with an error matching ErrNotHeld
@@ -60,13 +28,8 @@ type Resumer interface {
 // Options.MaxAttempts and Options.MaxUnreachable; giving up returns an error
 // matching ErrNotAcquired and the last attempt's error.
 //
-// On a Resumer backend Resume is one atomic request. On any other Backend it
-// reads the holder (Inspect), renews (Extend) and reads it again, and adopts
-// the lease only if both reads show owner with the same token: a token is
-// never issued twice for a name, so the same token at both reads means the
-// same lease lived throughout and the renewal in between renewed it. If owner
-// took a new lease in between (another process using the same owner), the
-// attempt is retried.
+// Resume is one atomic request to the backend (one round trip on every
+// shipped backend).
 //
 // Bad input (an empty or malformed name or owner, a ttl the Options refuse,
 // an invalid option) gets ErrInvalid and nothing is sent.
@@ -90,7 +53,7 @@ func (c *Client) ResumeDo(ctx context.Context, name, owner string, ttl time.Dura
 		return err
 	}
 	if fn == nil {
-		return fence.Invalid("nil function")
+		return driver.Invalid("nil function")
 	}
 	lease, err := cc.resume(ctx, name, owner, ttl, keepAlive)
 	if err != nil {
@@ -100,13 +63,8 @@ func (c *Client) ResumeDo(ctx context.Context, name, owner string, ttl time.Dura
 	return runLeased(ctx, lease, ttl, fnCtx, cancel, fn)
 }
 
-// errLeaseChanged is why a resume through the base contract is retried:
-// owner's lease was replaced by a new one of the same owner between the two
-// reads.
-var errLeaseChanged = errors.New("lock: resume: the owner's lease changed while it was being resumed")
-
 func (c *Client) resume(ctx context.Context, name, owner string, ttl time.Duration, keepAlive bool) (*Lease, error) {
-	if err := ValidateArgs(name, owner, ttl); err != nil {
+	if err := c.check(name, owner, ttl, false); err != nil {
 		return nil, err
 	}
 	if err := c.opts.checkTTL(ttl, keepAlive); err != nil {
@@ -127,14 +85,14 @@ func (c *Client) resume(ctx context.Context, name, owner string, ttl time.Durati
 		cancel()
 		deadline := start.Add(ttl - c.opts.drift(ttl))
 		if err == nil && !time.Now().Before(deadline) {
-			err = Transient(fmt.Errorf("%w: %q: the resume reply arrived after the lease's local deadline", ErrLost, name))
+			err = driver.Transient(fmt.Errorf("%w: %q: the resume reply arrived after the lease's local deadline", ErrLost, name))
 		}
 		if err == nil {
-			l := newLease(c, name, owner, token, ttl, deadline)
+			l := newLease(ctx, c, name, owner, token, ttl, deadline)
 			if ambiguous {
 				l.mayLandLate(ttl)
 			}
-			l.emit(Event{Kind: EventAcquired, Name: name, Token: token, Attempt: attempt, Elapsed: time.Since(began)})
+			l.emit(Event{kind: eventAcquired, Name: name, Token: token, Attempt: attempt, Elapsed: time.Since(began)})
 			if keepAlive {
 				l.startKeepAlive()
 			}
@@ -147,7 +105,7 @@ func (c *Client) resume(ctx context.Context, name, owner string, ttl time.Durati
 			return nil, fmt.Errorf("%w: resume %q: %w", ErrNotAcquired, name, err)
 		}
 		ambiguous = true
-		if !Retryable(err) && ctx.Err() == nil {
+		if !driver.Retryable(err) && ctx.Err() == nil {
 			return nil, permanent(name, attempt, err)
 		}
 		if keep {
@@ -160,7 +118,7 @@ func (c *Client) resume(ctx context.Context, name, owner string, ttl time.Durati
 		if r.exceeded(wait) {
 			return nil, unreachable(name, attempt, bound, last)
 		}
-		c.observe(Event{Kind: EventRetrying, Name: name, Err: err, Attempt: attempt})
+		c.observe(Event{kind: eventRetrying, Name: name, Err: err, Attempt: attempt})
 		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -171,44 +129,9 @@ func (c *Client) resume(ctx context.Context, name, owner string, ttl time.Durati
 	}
 }
 
-// resumeOnce makes one attempt: the backend's own Resume when it has one,
-// otherwise Inspect, Extend, Inspect. It is waited for, as an acquire
-// attempt is, so that no attempt of this call is still in flight when it
-// returns.
+// resumeOnce makes one attempt. It is waited for, as an acquire attempt
+// is, so that no attempt of this call is still in flight when it returns.
 func (c *Client) resumeOnce(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	if r, ok := c.backend.(Resumer); ok {
-		return r.Resume(ctx, name, owner, ttl)
-	}
-	return resumeThroughBase(ctx, c.backend, name, owner, ttl)
-}
-
-// resumeThroughBase resumes owner's lease on name with the base Backend
-// contract alone: Inspect, Extend, Inspect. The two reads must show owner
-// holding the same token. Tokens are never issued twice for a name (a lease
-// taken again, even by the same owner, gets a new one: locktest's reuse
-// checks), so the lease with that token was live from the first read to the
-// second, and the Extend between them, which succeeded for owner, renewed
-// that very lease to ttl.
-func resumeThroughBase(ctx context.Context, b Backend, name, owner string, ttl time.Duration) (fence.Token, error) {
-	before, err := b.Inspect(ctx, name)
-	if err != nil {
-		return 0, err
-	}
-	if !before.Held || before.Owner != owner {
-		return 0, fmt.Errorf("%w: %q", ErrNotHeld, name)
-	}
-	if err := b.Extend(ctx, name, owner, ttl); err != nil {
-		return 0, err
-	}
-	after, err := b.Inspect(ctx, name)
-	if err != nil {
-		return 0, err
-	}
-	if !after.Held || after.Owner != owner {
-		return 0, fmt.Errorf("%w: %q", ErrNotHeld, name)
-	}
-	if after.Token != before.Token {
-		return 0, Transient(fmt.Errorf("%w: %q: token %d, then %d", errLeaseChanged, name, before.Token, after.Token))
-	}
-	return after.Token, nil
+	g, err := c.driver.Acquire(ctx, driver.Request{Name: name, Owner: owner, TTL: ttl, Kind: driver.Exclusive, Resume: true})
+	return g.Token, err
 }

@@ -8,118 +8,13 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/adapters/memory"
-	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
-	"github.com/fencekit/fencekit/lock/locktest"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
-// baseOnly hides every optional capability of a backend: Client.Resume must
-// then resume through Inspect, Extend, Inspect.
-type baseOnly struct{ lock.Backend }
-
-// TestResumeThroughBaseBackend runs the resume checks of locktest through a
-// Client over a backend without lock.Resumer, on a fresh and a shared
-// memory backend: the base-contract path meets what the Client promises.
-func TestResumeThroughBaseBackend(t *testing.T) {
-	t.Parallel()
-	for _, name := range []string{"ClientResumeContinuesLease", "ClientResumeKeepsAlive", "ResumeDoRunsAndReleases"} {
-		var check locktest.Check
-		for _, c := range locktest.ResumeChecks() {
-			if c.Name == name {
-				check = c
-			}
-		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), locktest.Timeout)
-			defer cancel()
-			// The checks ask for a Resumer: give them one whose Resume is
-			// Client.Resume over the hidden backend.
-			b := viaClient{baseOnly{memory.NewBackend()}}
-			if err := check.Run(ctx, b, locktest.Namespace()); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
-}
-
-// viaClient is a lock.Resumer whose Resume is Client.Resume over a backend
-// without the capability: the base-contract path, seen from locktest.
-type viaClient struct{ lock.Backend }
-
-func (v viaClient) Resume(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	l, err := lock.New(v.Backend, &lock.Options{MaxAttempts: 3}).Resume(ctx, name, owner, ttl)
-	if err != nil {
-		return 0, err
-	}
-	return l.Token(), nil
-}
-
-// TestResumeThroughBaseChecks runs every resume check of locktest on the
-// base-contract path (viaClient): keeps the token and renews, refuses a
-// released, expired or other owner's lease without re-creating it, keeps
-// the metadata, refuses bad input.
-func TestResumeThroughBaseChecks(t *testing.T) {
-	t.Parallel()
-	locktest.RunResume(t, func(*testing.T) lock.Backend { return viaClient{baseOnly{memory.NewBackend()}} })
-}
-
-// swapOnExtend re-takes the lease for the same owner (a new lease, a new
-// token) right before the first Extend: another process with the same saved
-// owner value, racing the resume.
-type swapOnExtend struct {
-	baseOnly
-	swapped atomic.Bool
-	newTok  atomic.Int64
-}
-
-func (s *swapOnExtend) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
-	if s.swapped.CompareAndSwap(false, true) {
-		if err := s.Backend.Release(ctx, name, owner); err != nil {
-			return err
-		}
-		tok, err := s.Backend.Acquire(ctx, name, owner, ttl)
-		if err != nil {
-			return err
-		}
-		s.newTok.Store(int64(tok))
-	}
-	return s.Backend.Extend(ctx, name, owner, ttl)
-}
-
-// TestResumeThroughBaseLeaseReplaced: when owner's lease is replaced by a
-// new one of the same owner between the two reads, the attempt is retried
-// and the resumed lease carries the new lease's token, never the old one.
-func TestResumeThroughBaseLeaseReplaced(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	mem := memory.NewBackend()
-	b := &swapOnExtend{baseOnly: baseOnly{mem}}
-	owner, _ := lock.NewOwner()
-	old, err := mem.Acquire(ctx, "job", owner, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var retries atomic.Int32
-	c := lock.New(b, &lock.Options{Observer: func(e lock.Event) {
-		if e.Kind == lock.EventRetrying {
-			retries.Add(1)
-		}
-	}})
-	l, err := c.Resume(ctx, "job", owner, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := l.Token(), fence.Token(b.newTok.Load()); got != want || got == old {
-		t.Fatalf("resumed token %d; want %d, the replacing lease's (the old one was %d)", got, want, old)
-	}
-	if retries.Load() != 1 {
-		t.Fatalf("%d retries; want 1, after the lease changed", retries.Load())
-	}
-}
-
-// flakyResumer fails its first n Resume calls with err, after applying them
-// when applied is set (a lost reply).
+// flakyResumer fails its first n resume requests (Request.Resume) with
+// err, after applying them when applied is set (a lost reply). calls counts
+// the resume requests.
 type flakyResumer struct {
 	*memory.Backend
 	n       atomic.Int32
@@ -128,15 +23,18 @@ type flakyResumer struct {
 	calls   atomic.Int32
 }
 
-func (f *flakyResumer) Resume(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
+func (f *flakyResumer) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if !req.Resume {
+		return f.Backend.Acquire(ctx, req)
+	}
 	f.calls.Add(1)
 	if f.n.Add(-1) >= 0 {
 		if f.applied {
-			_, _ = f.Backend.Resume(ctx, name, owner, ttl)
+			_, _ = f.Backend.Acquire(ctx, req)
 		}
-		return 0, f.err
+		return driver.Grant{}, f.err
 	}
-	return f.Backend.Resume(ctx, name, owner, ttl)
+	return f.Backend.Acquire(ctx, req)
 }
 
 // TestResumeRetriesTransient: a Resume whose reply was lost is retried and
@@ -144,10 +42,10 @@ func (f *flakyResumer) Resume(ctx context.Context, name, owner string, ttl time.
 func TestResumeRetriesTransient(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := &flakyResumer{Backend: memory.NewBackend(), err: lock.Transient(errors.New("reply lost")), applied: true}
+	f := &flakyResumer{Backend: memory.NewBackend(), err: driver.Transient(errors.New("reply lost")), applied: true}
 	f.n.Store(2)
 	owner, _ := lock.NewOwner()
-	tok, err := f.Backend.Acquire(ctx, "job", owner, time.Minute)
+	tok, err := takeLock(ctx, f.Backend, "job", owner, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +66,7 @@ func TestResumeRetriesTransient(t *testing.T) {
 	}
 
 	// Bounded by MaxAttempts.
-	q := &flakyResumer{Backend: memory.NewBackend(), err: lock.Transient(errors.New("down"))}
+	q := &flakyResumer{Backend: memory.NewBackend(), err: driver.Transient(errors.New("down"))}
 	q.n.Store(100)
 	_, err = lock.New(q, &lock.Options{MinBackoff: time.Millisecond, MaxAttempts: 3}).Resume(ctx, "job", owner, time.Minute)
 	if !errors.Is(err, lock.ErrNotAcquired) || q.calls.Load() != 3 {
@@ -213,7 +111,7 @@ func TestResumeDoReleasesOnPanic(t *testing.T) {
 	ctx := context.Background()
 	mem := memory.NewBackend()
 	owner, _ := lock.NewOwner()
-	if _, err := mem.Acquire(ctx, "job", owner, time.Minute); err != nil {
+	if _, err := takeLock(ctx, mem, "job", owner, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	func() {
@@ -224,7 +122,7 @@ func TestResumeDoReleasesOnPanic(t *testing.T) {
 		}()
 		_ = lock.New(mem, nil).ResumeDo(ctx, "job", owner, time.Minute, func(context.Context, *lock.Lease) error { panic("boom") })
 	}()
-	info, err := mem.Inspect(ctx, "job")
+	info, err := inspectLock(ctx, mem, "job")
 	if err != nil || info.Held {
 		t.Fatalf("after ResumeDo's fn panicked: %+v, %v; want free", info, err)
 	}
@@ -235,7 +133,7 @@ func TestResumeDoReleasesOnPanic(t *testing.T) {
 // ErrUnreachable and ErrNotAcquired.
 func TestResumeGivesUpWhenUnreachable(t *testing.T) {
 	t.Parallel()
-	f := &flakyResumer{Backend: memory.NewBackend(), err: lock.Transient(errors.New("connection refused"))}
+	f := &flakyResumer{Backend: memory.NewBackend(), err: driver.Transient(errors.New("connection refused"))}
 	f.n.Store(1 << 30)
 	owner, _ := lock.NewOwner()
 	c := lock.New(f, &lock.Options{MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxUnreachable: 50 * time.Millisecond})

@@ -3,76 +3,12 @@ package lock_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	"net"
-	"os"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fencekit/fencekit/adapters/memory"
-	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
 )
-
-func TestRetryableClassification(t *testing.T) {
-	dnsTimeout := &net.DNSError{Err: "timeout", Name: "db", IsTimeout: true}
-	opErr := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
-	for _, tc := range []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"nil", nil, false},
-		{"ErrHeld", lock.ErrHeld, true},
-		{"HeldError", &lock.HeldError{Name: "job", TTL: time.Second}, true},
-		{"ErrInvalid", lock.ErrInvalid, false},
-		{"fence.Invalid", fence.Invalid("bad"), false},
-		{"ErrInvalid wrapped with Transient", lock.Transient(lock.ErrInvalid), false},
-		{"Transient", lock.Transient(errors.New("LOADING")), true},
-		{"Transient wrapped", fmt.Errorf("acquire: %w", lock.Transient(errors.New("TRYAGAIN"))), true},
-		{"ErrTransient", lock.ErrTransient, true},
-		{"net.OpError", opErr, true},
-		{"net.DNSError", dnsTimeout, true},
-		{"net.ErrClosed", fmt.Errorf("read: %w", net.ErrClosed), true},
-		{"io.EOF", io.EOF, true},
-		{"io.ErrUnexpectedEOF", io.ErrUnexpectedEOF, true},
-		{"ECONNREFUSED", syscall.ECONNREFUSED, true},
-		{"ECONNRESET", fmt.Errorf("x: %w", syscall.ECONNRESET), true},
-		{"EPIPE", syscall.EPIPE, true},
-		{"ETIMEDOUT", syscall.ETIMEDOUT, true},
-		{"EHOSTUNREACH", syscall.EHOSTUNREACH, true},
-		{"ENETUNREACH", syscall.ENETUNREACH, true},
-		{"ECONNABORTED", syscall.ECONNABORTED, true},
-		{"EACCES", syscall.EACCES, false},
-		{"EACCES in a net.OpError", &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.EACCES)}, false},
-		{"EAGAIN", syscall.EAGAIN, true},
-		{"DeadlineExceeded of one attempt", fmt.Errorf("i/o: %w", context.DeadlineExceeded), true},
-		{"Canceled", context.Canceled, false},
-		{"ErrNotHeld", lock.ErrNotHeld, false},
-		{"plain", errors.New("ERR unknown command"), false},
-		{"WRONGTYPE", errors.New("WRONGTYPE Operation against a key holding the wrong kind of value"), false},
-	} {
-		if got := lock.Retryable(tc.err); got != tc.want {
-			t.Errorf("Retryable(%s: %v) = %v; want %v", tc.name, tc.err, got, tc.want)
-		}
-	}
-}
-
-func TestTransientKeepsTheError(t *testing.T) {
-	if lock.Transient(nil) != nil {
-		t.Fatal("Transient(nil) != nil")
-	}
-	base := errors.New("LOADING Redis is loading the dataset in memory")
-	err := lock.Transient(base)
-	if !errors.Is(err, base) || !errors.Is(err, lock.ErrTransient) || err.Error() != base.Error() {
-		t.Fatalf("Transient(%v) = %v; want it to match both and keep the message", base, err)
-	}
-	if lock.Transient(err) != err {
-		t.Fatal("Transient of a transient error wraps it again")
-	}
-}
 
 func TestPermanentAcquireErrorIsNotRetried(t *testing.T) {
 	for name, call := range map[string]func(*lock.Client) error{
@@ -88,7 +24,7 @@ func TestPermanentAcquireErrorIsNotRetried(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := &faultyBackend{Backend: memory.NewBackend(), acquireFail: func(int) error { return errPermanent }}
 			rec := &recorder{}
-			c := lock.New(f, &lock.Options{MinBackoff: time.Millisecond, Observer: rec.observe})
+			c := lock.New(f, &lock.Options{MinBackoff: time.Millisecond, Observer: rec.observer(), Queue: polling})
 			err := await(t, run(func() error { return call(c) }), name+" under context.Background")
 			if !errors.Is(err, errPermanent) || !errors.Is(err, lock.ErrNotAcquired) {
 				t.Fatalf("%s: %v; want ErrNotAcquired with the cause", name, err)
@@ -96,7 +32,7 @@ func TestPermanentAcquireErrorIsNotRetried(t *testing.T) {
 			if n := f.attempts.Load(); n != 1 {
 				t.Fatalf("%d attempts; want 1", n)
 			}
-			if n := len(rec.of(lock.EventRetrying)); n != 0 {
+			if n := len(rec.of("retrying")); n != 0 {
 				t.Fatalf("%d retry events for an error that is not retried", n)
 			}
 		})
@@ -111,7 +47,7 @@ func TestTransientAcquireErrorIsRetriedAndReported(t *testing.T) {
 		return nil
 	}}
 	rec := &recorder{}
-	c := lock.New(f, &lock.Options{MinBackoff: time.Millisecond, Observer: rec.observe})
+	c := lock.New(f, &lock.Options{MinBackoff: time.Millisecond, Observer: rec.observer(), Queue: polling})
 	l, err := c.Acquire(context.Background(), "job", time.Minute)
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
@@ -120,7 +56,7 @@ func TestTransientAcquireErrorIsRetriedAndReported(t *testing.T) {
 	if n := f.attempts.Load(); n != 3 {
 		t.Fatalf("%d attempts; want 3", n)
 	}
-	retries := rec.of(lock.EventRetrying)
+	retries := rec.of("retrying")
 	if len(retries) != 2 {
 		t.Fatalf("%d retry events; want 2", len(retries))
 	}
@@ -133,15 +69,15 @@ func TestTransientAcquireErrorIsRetriedAndReported(t *testing.T) {
 
 func TestAcquireReportsRetriesWhileHeld(t *testing.T) {
 	mem := memory.NewBackend()
-	if _, err := mem.Acquire(context.Background(), "job", "holder", time.Minute); err != nil {
+	if _, err := takeLock(context.Background(), mem, "job", "holder", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	rec := &recorder{}
-	c := lock.New(mem, &lock.Options{MinBackoff: time.Millisecond, MaxAttempts: 3, Observer: rec.observe})
+	c := lock.New(mem, &lock.Options{MinBackoff: time.Millisecond, MaxAttempts: 3, Observer: rec.observer()})
 	if _, err := c.Acquire(context.Background(), "job", time.Minute); !errors.Is(err, lock.ErrHeld) {
 		t.Fatalf("Acquire: %v; want ErrHeld", err)
 	}
-	retries := rec.of(lock.EventRetrying)
+	retries := rec.of("retrying")
 	if len(retries) != 2 { // the third and last attempt is not retried
 		t.Fatalf("%d retry events; want 2", len(retries))
 	}
@@ -155,7 +91,7 @@ func TestAcquireReportsRetriesWhileHeld(t *testing.T) {
 func TestKeepAliveLosesTheLeaseOnAPermanentRenewalError(t *testing.T) {
 	f := &faultyBackend{Backend: memory.NewBackend(), extendErr: func() error { return errPermanent }}
 	rec := &recorder{}
-	c := lock.New(f, &lock.Options{KeepAlive: true, Observer: rec.observe})
+	c := lock.New(f, &lock.Options{KeepAlive: true, Observer: rec.observer()})
 	// The first renewal comes after a third of the TTL; the local deadline
 	// is two thirds later: ample room to tell "at once" from "at the
 	// deadline".

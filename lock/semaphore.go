@@ -3,14 +3,15 @@ package lock
 import (
 	"context"
 	"time"
+
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Semaphore is a name that up to a fixed number of holders hold at once,
 // each by a permit of its own: a *Lease with its own fencing token (greater
 // than every token issued on the name before it, whatever the kind), its own
 // TTL and keep-alive, lost and released as any lease. Waiters are served in
-// the order they arrived (queued waiting, as Client.Acquire on a
-// QueueBackend), and TryAcquire never takes a permit that a waiter in line is
+// the order they arrived (queued waiting, as Client.Acquire), and TryAcquire never takes a permit that a waiter in line is
 // owed.
 //
 // Fencing: a permit's token fences the resource its holder works on as any
@@ -19,8 +20,7 @@ import (
 // over a resource refuses the writes of an older permit, whichever of the N
 // it was.
 //
-// It needs a backend with the optional capability PermitBackend; over any
-// other, every call returns an error matching ErrUnsupported. Its number of
+// Every backend shipped with fencekit has semaphores. Its number of
 // permits is fixed while the name is in use: a call that asks for another
 // number gets an error matching ErrShapeMismatch.
 //
@@ -32,9 +32,10 @@ type Semaphore struct {
 	n      int
 }
 
-// Semaphore returns the semaphore called name with n permits, 1 to
-// MaxPermits. Nothing is sent until a permit is asked for; a bad name or n
-// is refused then, with ErrInvalid.
+// Semaphore returns the semaphore called name with n permits, 1 to 65536.
+// It sends nothing and refuses nothing: a bad name or n (0, say) is refused
+// by each call on the semaphore, Inspect included, with an error matching
+// ErrInvalid, before anything is sent.
 func (c *Client) Semaphore(name string, n int) *Semaphore {
 	return &Semaphore{client: c, name: name, n: n}
 }
@@ -49,7 +50,7 @@ func (s *Semaphore) Limit() int { return s.n }
 // holds a lock: in line, woken when a permit is released, with opts applied
 // as there.
 func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration, opts ...CallOption) (*Lease, error) {
-	cc, err := s.client.permitClient(SemaphorePermit, s.n)
+	cc, err := s.client.shapeClient(s.name, driver.Semaphore, s.n)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +61,7 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration, opts ...Call
 // held, or owed to a waiter in line, it returns an error matching ErrHeld and
 // ErrNotAcquired.
 func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...CallOption) (*Lease, error) {
-	cc, err := s.client.permitClient(SemaphorePermit, s.n)
+	cc, err := s.client.shapeClient(s.name, driver.Semaphore, s.n)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +70,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration, opts ...C
 
 // Do runs fn under a permit, as Client.Do runs it under a lock.
 func (s *Semaphore) Do(ctx context.Context, ttl time.Duration, fn func(ctx context.Context, permit *Lease) error, opts ...CallOption) error {
-	cc, err := s.client.permitClient(SemaphorePermit, s.n)
+	cc, err := s.client.shapeClient(s.name, driver.Semaphore, s.n)
 	if err != nil {
 		return err
 	}
@@ -78,26 +79,31 @@ func (s *Semaphore) Do(ctx context.Context, ttl time.Duration, fn func(ctx conte
 
 // TryDo is Do with one attempt, as Client.TryDo.
 func (s *Semaphore) TryDo(ctx context.Context, ttl time.Duration, fn func(ctx context.Context, permit *Lease) error, opts ...CallOption) error {
-	cc, err := s.client.permitClient(SemaphorePermit, s.n)
+	cc, err := s.client.shapeClient(s.name, driver.Semaphore, s.n)
 	if err != nil {
 		return err
 	}
 	return cc.TryDo(ctx, s.name, ttl, fn, opts...)
 }
 
-// Inspect reports the semaphore's live permits and waiters.
-func (s *Semaphore) Inspect(ctx context.Context) (Permits, error) {
+// Inspect reports the semaphore's live permits and waiters. It changes
+// nothing.
+func (s *Semaphore) Inspect(ctx context.Context) (Info, error) {
+	if _, err := s.client.shapeClient(s.name, driver.Semaphore, s.n); err != nil {
+		return Info{}, err
+	}
 	return s.client.inspectPermits(ctx, s.name)
 }
 
-// inspectPermits asks c's PermitBackend about name.
-func (c *Client) inspectPermits(ctx context.Context, name string) (Permits, error) {
-	cc, err := c.permitClient(WritePermit, 0)
+// inspectPermits asks c's backend about the permit name called name.
+func (c *Client) inspectPermits(ctx context.Context, name string) (Info, error) {
+	cc, err := c.shapeClient(name, driver.Write, 0)
 	if err != nil {
-		return Permits{}, err
+		return Info{}, err
 	}
-	if err := ValidateName(name, "inspect"); err != nil {
-		return Permits{}, err
+	di, err := cc.inspect(ctx, name)
+	if err != nil {
+		return Info{}, err
 	}
-	return cc.backend.(*permitView).pb.InspectPermits(ctx, name)
+	return infoOf(di), nil
 }

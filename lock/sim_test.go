@@ -33,7 +33,7 @@ import (
 var (
 	simSeed      = flag.Uint64("seed", 0, "TestSimulation: run only the schedule with this seed (and print what it did)")
 	simTrace     = flag.Bool("sim.trace", false, "TestSimulation: with -seed, print every request and event of the schedule")
-	simVariant   = flag.String("sim.variant", "", "TestSimulation: switch on this deliberately broken client (see simVariants)")
+	simVariant   = flag.String("sim.variant", "", "TestSimulation: switch on this deliberately broken client (see simVariants; needs -tags fencekit_broken)")
 	simFirst     = flag.Uint64("sim.first", 1, "TestSimulation: the seed of the first schedule")
 	simSchedules = flag.Int("sim.schedules", 0, "TestSimulation: how many schedules to run (0: the default, fewer under -race)")
 )
@@ -58,13 +58,13 @@ var simKnownBugs = map[string]bool{}
 // Client itself is no key.)
 func init() {
 	jitterHook = func(c *Client, n int64) int64 {
-		if b, ok := c.backend.(simBackend); ok {
+		if b, ok := c.driver.(simBackend); ok {
 			return int64(b.p.between(0, time.Duration(n-1)))
 		}
 		return rand.Int64N(n)
 	}
 	timerHook = func(l *Lease) {
-		if b, ok := l.client.backend.(simBackend); ok {
+		if b, ok := l.client.driver.(simBackend); ok {
 			b.p.gate(time.Nanosecond)
 			// Also one nanosecond after whatever else falls on the
 			// deadline (the keep-alive's renewal context ends there
@@ -211,7 +211,7 @@ func (w *simWorld) report(panicked any) string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "simulation seed %d broke an invariant (replay: go test%s ./lock -run 'TestSimulation$' -seed %d):", w.seed, simRaceFlag(), w.seed)
+	fmt.Fprintf(&b, "simulation seed %d broke an invariant (replay: go test%s%s ./lock -run 'TestSimulation$' -seed %d%s):", w.seed, simRaceFlag(), simTagsFlag(), w.seed, simVariantFlag())
 	for _, v := range w.violations {
 		fmt.Fprintf(&b, "\n\t%s", v.text)
 	}
@@ -234,6 +234,24 @@ func simRaceFlag() string {
 	return ""
 }
 
+// simTagsFlag is " -tags fencekit_broken" in the build with the broken
+// variants (see brokenVariants), which a replay of one needs.
+func simTagsFlag() string {
+	if brokenBuild {
+		return " -tags fencekit_broken"
+	}
+	return ""
+}
+
+// simVariantFlag is the -sim.variant of a replay of TestSimulation run with
+// one, so that the printed command replays the same client.
+func simVariantFlag() string {
+	if *simVariant != "" {
+		return " -sim.variant=" + *simVariant
+	}
+	return ""
+}
+
 // runSchedule plays the schedule of seed; it runs inside a bubble.
 func runSchedule(seed uint64) *simWorld {
 	w := newSimWorld(seed)
@@ -247,11 +265,12 @@ func runSchedule(seed uint64) *simWorld {
 	w.mu.Unlock()
 	for i := range nprocs {
 		p := &simProc{w: w, id: i, rng: rand.New(rand.NewPCG(seed, uint64(i)+1))}
-		p.rec = &simRecorder{w: w, proc: i, events: map[string][]EventKind{}, in: map[string]bool{}}
+		p.rec = &simRecorder{w: w, proc: i, events: map[string][]eventKind{}, in: map[string]bool{}}
 		opts := &Options{
-			Observer:   p.rec.observe,
+			Observer:   everyEvent(p.rec.observe),
 			MinBackoff: p.between(time.Millisecond, 10*time.Millisecond),
 			MaxBackoff: p.between(20*time.Millisecond, 100*time.Millisecond),
+			Queue:      QueueOptions{Polling: true}, // the simulated server keeps no line (simBackend)
 		}
 		p.client = New(simBackend{p}, opts)
 		// Pauses that may catch the process in the middle of a call: its
@@ -685,7 +704,7 @@ type simRecorder struct {
 	proc int
 
 	mu     sync.Mutex
-	events map[string][]EventKind // per lease (name and token), in delivery order
+	events map[string][]eventKind // per lease (name and token), in delivery order
 	in     map[string]bool        // a callback for this lease is running
 	stale  map[string]int
 }
@@ -694,37 +713,37 @@ func simLeaseID(name string, token fence.Token) string {
 	return name + "/" + strconv.FormatUint(uint64(token), 10)
 }
 
-func terminal(k EventKind) bool { return k == EventReleased || k == EventLost }
+func terminal(k eventKind) bool { return k == eventReleased || k == eventLost }
 
 func (r *simRecorder) observe(e Event) {
-	if e.Kind == EventRetrying {
+	if e.kind == eventRetrying {
 		return // no lease yet
 	}
 	id := simLeaseID(e.Name, e.Token)
-	r.w.tracef("p%d event %v %s %v", r.proc, e.Kind, id, e.Err)
+	r.w.tracef("p%d event %v %s %v", r.proc, e.kind, id, e.Err)
 	r.mu.Lock()
 	seq := r.events[id]
 	ended := slices.ContainsFunc(seq, terminal)
 	switch {
 	case r.in[id]:
-		r.w.fail("process %d: %v for %s while another callback of the lease runs", r.proc, e.Kind, id)
-	case e.Kind == EventAcquired && len(seq) > 0:
+		r.w.fail("process %d: %v for %s while another callback of the lease runs", r.proc, e.kind, id)
+	case e.kind == eventAcquired && len(seq) > 0:
 		r.w.fail("process %d: acquired for %s after %v", r.proc, id, seq)
-	case e.Kind != EventAcquired && len(seq) == 0:
-		r.w.fail("process %d: %v for %s before acquired", r.proc, e.Kind, id)
-	case terminal(e.Kind) && ended:
-		r.w.fail("process %d: %v for %s after %v", r.proc, e.Kind, id, seq)
-	case e.Kind == EventExtended && ended:
+	case e.kind != eventAcquired && len(seq) == 0:
+		r.w.fail("process %d: %v for %s before acquired", r.proc, e.kind, id)
+	case terminal(e.kind) && ended:
+		r.w.fail("process %d: %v for %s after %v", r.proc, e.kind, id, seq)
+	case e.kind == eventExtended && ended:
 		r.w.fail("process %d: extended for %s after %v", r.proc, id, seq)
 	}
 	r.in[id] = true
-	r.events[id] = append(seq, e.Kind)
+	r.events[id] = append(seq, e.kind)
 	r.mu.Unlock()
 	r.w.mu.Lock()
-	switch e.Kind {
-	case EventReleased:
+	switch e.kind {
+	case eventReleased:
 		r.w.stats.released++
-	case EventLost:
+	case eventLost:
 		r.w.stats.lost++
 		if e.Cause() == "late-reply" {
 			r.w.stats.lateReplies++
@@ -743,13 +762,13 @@ func (p *simProc) checkEvents(l *Lease, v simLeaseView) {
 	p.rec.mu.Lock()
 	n := 0
 	for _, k := range p.rec.events[id] {
-		if k == EventStale {
+		if k == eventStale {
 			n++
 		}
 	}
 	p.rec.mu.Unlock()
 	if n != v.stale {
-		p.w.fail("lease %s: %d stale refusals, %d EventStale", id, v.stale, n)
+		p.w.fail("lease %s: %d stale refusals, %d stale events", id, v.stale, n)
 	}
 }
 
@@ -771,15 +790,15 @@ func (w *simWorld) finalChecks() {
 			p.rec.mu.Lock()
 			seq := p.rec.events[simLeaseID(l.name, l.token)]
 			p.rec.mu.Unlock()
-			var last EventKind
+			var last eventKind
 			for _, k := range seq {
 				if terminal(k) {
 					last = k
 				}
 			}
 			switch {
-			case errors.Is(err, ErrReleased) && last != EventReleased,
-				errors.Is(err, ErrLost) && last != EventLost:
+			case errors.Is(err, ErrReleased) && last != eventReleased,
+				errors.Is(err, ErrLost) && last != eventLost:
 				w.fail("lease %q token %d: Err %v but the Observer saw %v", l.name, l.token, err, seq)
 			}
 		}

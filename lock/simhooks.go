@@ -18,10 +18,14 @@ var (
 	timerHook func(l *Lease)
 )
 
-// broken switches on deliberately broken variants of the client, so that a
-// test can show that the simulation catches each of them. All false except
-// while such a test runs.
-var broken struct {
+// brokenVariants are the switches of deliberately broken variants of the
+// client, so that a test can show that the simulation catches each of them
+// (simvariants_test.go). They work only in a build tagged fencekit_broken
+// (broken_on.go), which no program is built with: everywhere else
+// brokenBuild is the constant false (broken_off.go), and the code reads
+// every switch as brokenBuild && broken.x, so the compiler drops each check
+// and the broken code behind it.
+type brokenVariants struct {
 	deadlineAfterReply  bool // Extend takes the deadline's start after the reply
 	shorterExtendLater  bool // a shorter Extend moves the deadline in only when answered
 	lateExtendAccepted  bool // Extend accepts a reply that came after the local deadline

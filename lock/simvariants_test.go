@@ -1,3 +1,5 @@
+//go:build fencekit_broken
+
 package lock
 
 import (
@@ -11,7 +13,9 @@ import (
 const simVariantBudget = 3000
 
 // simVariants are the deliberately broken clients of simhooks.go, by the
-// name that -sim.variant takes.
+// name that -sim.variant takes. They exist only in the build tagged
+// fencekit_broken; TestBrokenVariantsAreCaught runs this file's test in
+// that build from a plain go test.
 var simVariants = []struct {
 	name string
 	flag *bool
@@ -38,7 +42,7 @@ func TestSimulationCatchesBrokenVariants(t *testing.T) {
 				if msg := w.report(panicked); msg != "" {
 					// One short line: the report reads like a failure in
 					// a passing run's log. The replay prints it.
-					t.Logf("caught at seed %d, after %v (see: go test%s ./lock -run 'TestSimulation$' -seed %d -sim.variant=%s)", seed, time.Since(start).Round(time.Millisecond), simRaceFlag(), seed, v.name)
+					t.Logf("caught at seed %d, after %v (see: go test%s%s ./lock -run 'TestSimulation$' -seed %d -sim.variant=%s)", seed, time.Since(start).Round(time.Millisecond), simRaceFlag(), simTagsFlag(), seed, v.name)
 					return
 				}
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // The simulated world of one schedule: a lock server and a fenced store that
@@ -333,7 +334,7 @@ func (w *simWorld) drawFate(p *simProc, op string, ttl time.Duration) simFate {
 // simReply is a server's answer.
 type simReply struct {
 	token  fence.Token
-	info   Info
+	info   driver.Info
 	record fence.Record
 	err    error
 }
@@ -389,7 +390,7 @@ func (w *simWorld) roundTrip(ctx context.Context, p *simProc, op, owner string, 
 		case f.lost:
 			return
 		case f.busy:
-			rep.err = Transient(errSimBusy)
+			rep.err = driver.Transient(errSimBusy)
 		case f.permanent:
 			rep.err = errSimPermanent
 		default:
@@ -440,7 +441,7 @@ func (w *simWorld) roundTrip(ctx context.Context, p *simProc, op, owner string, 
 			return rep
 		default:
 		}
-		return simReply{err: Transient(errSimTimeout)}
+		return simReply{err: driver.Transient(errSimTimeout)}
 	}
 }
 
@@ -479,19 +480,45 @@ func (w *simWorld) live(name string) *simLease {
 	return l
 }
 
-// simBackend is the lock server as process p reaches it.
+// simBackend is the lock server as process p reaches it. It keeps plain
+// locks, as it always has: the simulation's Clients poll
+// (QueueOptions.Polling) and ask for no other shape, so the requests it does
+// not serve (a place in line, a set, a resume, a permit, Await and Leave)
+// never come; if one did, the schedule fails. It checks every request as
+// the Client promises to have checked it (driver.Validate), and an invalid
+// one fails the schedule too.
 type simBackend struct{ p *simProc }
 
-func (b simBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	if err := ValidateArgs(name, owner, ttl); err != nil {
-		return 0, err
+// unserved fails the schedule for a request the simulated server does not
+// serve, and refuses it as a backend without that shape would.
+func (b simBackend) unserved(what string) error {
+	b.p.w.fail("process %d sent %s, which the simulated server does not serve", b.p.id, what)
+	return fmt.Errorf("%w: %s", driver.ErrUnsupported, what)
+}
+
+// invalid fails the schedule for a request that the Client should have
+// refused before sending it.
+func (b simBackend) invalid(op string, err error) error {
+	if err != nil {
+		b.p.w.fail("process %d sent an invalid %s: %v", b.p.id, op, err)
 	}
+	return err
+}
+
+func (b simBackend) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if err := b.invalid("Acquire", driver.Validate(req)); err != nil {
+		return driver.Grant{}, err
+	}
+	if req.Names != nil || req.Resume || req.Place > 0 || req.Kind != driver.Exclusive {
+		return driver.Grant{}, b.unserved(fmt.Sprintf("Acquire %+v", req))
+	}
+	name, owner, ttl := req.Name, req.Owner, req.TTL
 	w := b.p.w
 	rep := w.roundTrip(ctx, b.p, "Acquire", owner, ttl, func() simReply {
 		now := time.Now()
 		if l := w.live(name); l != nil {
 			if l.owner != owner {
-				return simReply{err: &HeldError{Name: name, TTL: l.expires.Sub(now)}}
+				return simReply{err: &driver.HeldError{Name: name, TTL: l.expires.Sub(now)}}
 			}
 			l.expires = now.Add(ttl)
 			return simReply{token: l.token}
@@ -500,47 +527,66 @@ func (b simBackend) Acquire(ctx context.Context, name, owner string, ttl time.Du
 		w.locks[name] = &simLease{owner: owner, token: w.minted[name], expires: now.Add(ttl)}
 		return simReply{token: w.minted[name]}
 	})
-	return rep.token, rep.err
+	return driver.Grant{Token: rep.token}, rep.err
 }
 
-func (b simBackend) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
-	if err := ValidateArgs(name, owner, ttl); err != nil {
+func (b simBackend) Extend(ctx context.Context, c driver.Claim, ttl time.Duration) error {
+	if err := b.invalid("Extend", errors.Join(driver.ValidateClaim(c), driver.ValidateTTL(ttl))); err != nil {
 		return err
 	}
+	if c.Kind != driver.Exclusive {
+		return b.unserved(fmt.Sprintf("Extend %+v", c))
+	}
+	name, owner := c.Name, c.Owner
 	w := b.p.w
 	return w.roundTrip(ctx, b.p, "Extend", owner, ttl, func() simReply {
 		l := w.live(name)
 		if l == nil || l.owner != owner {
-			return simReply{err: fmt.Errorf("%w: %q", ErrNotHeld, name)}
+			return simReply{err: driver.NotHeld(name)}
 		}
 		l.expires = time.Now().Add(ttl)
 		return simReply{}
 	}).err
 }
 
-func (b simBackend) Release(ctx context.Context, name, owner string) error {
-	if err := ValidateName(name, owner); err != nil {
+func (b simBackend) Release(ctx context.Context, c driver.Claim) error {
+	if err := b.invalid("Release", driver.ValidateClaim(c)); err != nil {
 		return err
 	}
+	if c.Kind != driver.Exclusive {
+		return b.unserved(fmt.Sprintf("Release %+v", c))
+	}
+	name, owner := c.Name, c.Owner
 	w := b.p.w
 	return w.roundTrip(ctx, b.p, "Release", owner, 50*time.Millisecond, func() simReply {
 		l := w.live(name)
 		if l == nil || l.owner != owner {
-			return simReply{err: fmt.Errorf("%w: %q", ErrNotHeld, name)}
+			return simReply{err: driver.NotHeld(name)}
 		}
 		delete(w.locks, name)
 		return simReply{}
 	}).err
 }
 
-func (b simBackend) Inspect(ctx context.Context, name string) (Info, error) {
+func (b simBackend) Await(_ context.Context, c driver.Claim, _ time.Duration) error {
+	return b.unserved(fmt.Sprintf("Await %+v", c))
+}
+
+func (b simBackend) Leave(_ context.Context, c driver.Claim) error {
+	return b.unserved(fmt.Sprintf("Leave %+v", c))
+}
+
+func (b simBackend) Inspect(ctx context.Context, name string, kind driver.Kind) (driver.Info, error) {
+	if kind != driver.Exclusive {
+		return driver.Info{}, b.unserved(fmt.Sprintf("Inspect of %v %q", kind, name))
+	}
 	w := b.p.w
 	rep := w.roundTrip(ctx, b.p, "Inspect", "", 50*time.Millisecond, func() simReply {
-		l := w.live(name)
-		if l == nil {
-			return simReply{info: Info{Name: name}}
+		info := driver.Info{Name: name, Kind: driver.Exclusive}
+		if l := w.live(name); l != nil {
+			info.Holders = []driver.Holder{{Owner: l.owner, Kind: driver.Exclusive, Token: l.token, TTL: time.Until(l.expires)}}
 		}
-		return simReply{info: Info{Name: name, Held: true, Owner: l.owner, Token: l.token, TTL: time.Until(l.expires)}}
+		return simReply{info: info}
 	})
 	return rep.info, rep.err
 }

@@ -5,10 +5,11 @@ import (
 	"log/slog"
 )
 
-// SlogObserver returns an Observer (for Options.Observer) that writes one
-// record to logger per event, with the message "lock " and the event's
-// kind ("lock acquired", "lock lost") and these attributes, each only when
-// it applies:
+// SlogObserver returns an Observer (for Options.Observer), with every field
+// set, that writes one record to logger per event, with the message "lock "
+// and the event's kind ("lock acquired", "lock extended", "lock released",
+// "lock lost", "lock stale", "lock renewal-failed", "lock retrying") and
+// these attributes, each only when it applies:
 //
 //	lock      the lock name
 //	token     the lease's token (for stale, the refused token)
@@ -27,46 +28,57 @@ import (
 // coming), acquired and released are Info, extended and retrying Debug. A
 // nil logger means slog.Default(). The records are written on the goroutine
 // that reports the event, so the handler must not block for long (see
-// Options.Observer).
-func SlogObserver(logger *slog.Logger) func(Event) {
+// Observer). Each field logs as its own kind, whatever Event it is given.
+func SlogObserver(logger *slog.Logger) *Observer {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return func(e Event) {
-		level := slog.LevelInfo
-		switch e.Kind {
-		case EventLost, EventStale, EventRenewalFailed:
-			level = slog.LevelWarn
-		case EventExtended, EventRetrying:
-			level = slog.LevelDebug
+	log := func(kind eventKind, level slog.Level) func(Event) {
+		msg := "lock " + kind.String()
+		return func(e Event) {
+			e.kind = kind // for Cause, when the caller made e itself
+			logEvent(logger, level, msg, e)
 		}
-		ctx := context.Background()
-		if !logger.Enabled(ctx, level) {
-			return
-		}
-		attrs := make([]slog.Attr, 0, 8)
-		attrs = append(attrs, slog.String("lock", e.Name))
-		if e.Token != 0 {
-			attrs = append(attrs, slog.Int64("token", int64(e.Token)))
-		}
-		if e.Metadata != "" {
-			attrs = append(attrs, slog.String("metadata", e.Metadata))
-		}
-		if e.Key != "" {
-			attrs = append(attrs, slog.String("key", e.Key))
-		}
-		if c := e.Cause(); c != "" {
-			attrs = append(attrs, slog.String("cause", c))
-		}
-		if e.Err != nil {
-			attrs = append(attrs, slog.String("error", e.Err.Error()))
-		}
-		if e.Attempt > 0 {
-			attrs = append(attrs, slog.Int("attempt", e.Attempt))
-		}
-		if e.Kind == EventAcquired {
-			attrs = append(attrs, slog.Duration("elapsed", e.Elapsed))
-		}
-		logger.LogAttrs(ctx, level, "lock "+e.Kind.String(), attrs...)
 	}
+	return &Observer{
+		Acquired:      log(eventAcquired, slog.LevelInfo),
+		Extended:      log(eventExtended, slog.LevelDebug),
+		Released:      log(eventReleased, slog.LevelInfo),
+		Lost:          log(eventLost, slog.LevelWarn),
+		Stale:         log(eventStale, slog.LevelWarn),
+		RenewalFailed: log(eventRenewalFailed, slog.LevelWarn),
+		Retrying:      log(eventRetrying, slog.LevelDebug),
+	}
+}
+
+// logEvent writes e's record for SlogObserver.
+func logEvent(logger *slog.Logger, level slog.Level, msg string, e Event) {
+	ctx := context.Background()
+	if !logger.Enabled(ctx, level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 8)
+	attrs = append(attrs, slog.String("lock", e.Name))
+	if e.Token != 0 {
+		attrs = append(attrs, slog.Int64("token", int64(e.Token)))
+	}
+	if e.Metadata != "" {
+		attrs = append(attrs, slog.String("metadata", e.Metadata))
+	}
+	if e.Key != "" {
+		attrs = append(attrs, slog.String("key", e.Key))
+	}
+	if c := e.Cause(); c != "" {
+		attrs = append(attrs, slog.String("cause", c))
+	}
+	if e.Err != nil {
+		attrs = append(attrs, slog.String("error", e.Err.Error()))
+	}
+	if e.Attempt > 0 {
+		attrs = append(attrs, slog.Int("attempt", e.Attempt))
+	}
+	if e.kind == eventAcquired {
+		attrs = append(attrs, slog.Duration("elapsed", e.Elapsed))
+	}
+	logger.LogAttrs(ctx, level, msg, attrs...)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -134,7 +135,7 @@ func TestSlogObserverLossCauses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Release(ctx, "taken", taken.Owner()); err != nil { // an operator's force-release
+	if err := releaseLock(ctx, b, "taken", taken.Owner()); err != nil { // an operator's force-release
 		t.Fatal(err)
 	}
 	if err := taken.Extend(ctx, time.Minute); !errors.Is(err, lock.ErrNotHeld) {
@@ -159,8 +160,8 @@ func TestSlogObserverLevels(t *testing.T) {
 	var buf syncBuffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	obs := lock.SlogObserver(logger)
-	obs(lock.Event{Kind: lock.EventAcquired, Name: "x", Token: 1})
-	obs(lock.Event{Kind: lock.EventLost, Name: "x", Token: 1, Err: lock.ErrNotHeld})
+	obs.Acquired(lock.Event{Name: "x", Token: 1})
+	obs.Lost(lock.Event{Name: "x", Token: 1, Err: lock.ErrNotHeld})
 	recs := buf.records(t)
 	if len(recs) != 1 || recs[0]["msg"] != "lock lost" || recs[0]["cause"] != "not-held" {
 		t.Fatalf("records %v; want only the lost one", recs)
@@ -170,9 +171,44 @@ func TestSlogObserverLevels(t *testing.T) {
 	old := slog.Default()
 	slog.SetDefault(jsonLogger(&def))
 	defer slog.SetDefault(old)
-	lock.SlogObserver(nil)(lock.Event{Kind: lock.EventAcquired, Name: "x", Token: 1})
+	lock.SlogObserver(nil).Acquired(lock.Event{Name: "x", Token: 1})
 	if recs := def.records(t); len(recs) != 1 || recs[0]["msg"] != "lock acquired" {
 		t.Fatalf("a nil logger wrote %v to slog.Default; want the acquired record", recs)
+	}
+}
+
+// Each field of SlogObserver logs its own kind, at its level, whatever
+// Event it is handed; none is left nil.
+func TestSlogObserverMessages(t *testing.T) {
+	var buf syncBuffer
+	obs := lock.SlogObserver(jsonLogger(&buf))
+	fields := reflect.ValueOf(*obs)
+	for i := range fields.NumField() {
+		if fields.Field(i).IsNil() {
+			t.Errorf("SlogObserver leaves Observer.%s nil", fields.Type().Field(i).Name)
+		}
+	}
+	for _, tc := range []struct {
+		field func(lock.Event)
+		msg   string
+		level string
+	}{
+		{obs.Acquired, "lock acquired", "INFO"},
+		{obs.Extended, "lock extended", "DEBUG"},
+		{obs.Released, "lock released", "INFO"},
+		{obs.Lost, "lock lost", "WARN"},
+		{obs.Stale, "lock stale", "WARN"},
+		{obs.RenewalFailed, "lock renewal-failed", "WARN"},
+		{obs.Retrying, "lock retrying", "DEBUG"},
+	} {
+		tc.field(lock.Event{Name: "x"})
+		recs := buf.records(t)
+		if rec := recs[len(recs)-1]; rec["msg"] != tc.msg || rec["level"] != tc.level {
+			t.Errorf("record %v; want msg %q level %s", rec, tc.msg, tc.level)
+		}
+	}
+	if n := len(buf.records(t)); n != fields.NumField() {
+		t.Errorf("%d records for %d fields", n, fields.NumField())
 	}
 }
 
@@ -182,13 +218,11 @@ func TestSlogObserverLevels(t *testing.T) {
 func TestReportStale(t *testing.T) {
 	var mu sync.Mutex
 	var stale []lock.Event
-	obs := func(e lock.Event) {
-		if e.Kind == lock.EventStale {
-			mu.Lock()
-			stale = append(stale, e)
-			mu.Unlock()
-		}
-	}
+	obs := &lock.Observer{Stale: func(e lock.Event) {
+		mu.Lock()
+		stale = append(stale, e)
+		mu.Unlock()
+	}}
 	client := lock.New(memory.NewBackend(), &lock.Options{Observer: obs})
 	refused := fence.Stale("row id=7", 3, 9)
 	err := client.Do(context.Background(), "job", time.Minute, func(ctx context.Context, lease *lock.Lease) error {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencekit/fencekit/adapters/memory"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 func TestTryDoRunsFnOnAFreeLock(t *testing.T) {
@@ -59,7 +60,7 @@ func TestTryDoOnAHeldLockDoesNotRunFn(t *testing.T) {
 	if !errors.Is(err, lock.ErrHeld) || !errors.Is(err, lock.ErrNotAcquired) || ran {
 		t.Fatalf("TryDo: %v, fn ran %v; want ErrHeld and ErrNotAcquired, fn not run", err, ran)
 	}
-	var held *lock.HeldError
+	var held *driver.HeldError
 	if !errors.As(err, &held) || held.TTL <= 0 {
 		t.Fatalf("TryDo: %v; want the holder's remaining TTL", err)
 	}

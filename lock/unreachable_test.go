@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/adapters/memory"
-	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // refused is the error a dial to a closed port gives.
@@ -25,6 +25,13 @@ func refused() error {
 // milliseconds sees many attempts.
 func fastRetries(bound time.Duration) *lock.Options {
 	return &lock.Options{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond, MaxUnreachable: bound}
+}
+
+// fastPolls is fastRetries for a Client that polls (see polling).
+func fastPolls(bound time.Duration) *lock.Options {
+	o := fastRetries(bound)
+	o.Queue = polling
+	return o
 }
 
 func TestAcquireGivesUpWhenTheBackendIsUnreachable(t *testing.T) {
@@ -42,7 +49,7 @@ func TestAcquireGivesUpWhenTheBackendIsUnreachable(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := &faultyBackend{Backend: memory.NewBackend(), acquireFail: func(int) error { return refused() }}
-			c := lock.New(f, fastRetries(bound))
+			c := lock.New(f, fastPolls(bound))
 			began := time.Now()
 			err := await(t, run(func() error { return call(c) }), name+" against a refusing server under context.Background")
 			elapsed := time.Since(began)
@@ -60,7 +67,7 @@ func TestAcquireGivesUpWhenTheBackendIsUnreachable(t *testing.T) {
 // dropped SYN) is bounded too, not only one that refuses at once.
 func TestMaxUnreachableCutsAHangingAttempt(t *testing.T) {
 	hang := &hangingAcquire{Backend: memory.NewBackend()}
-	c := lock.New(hang, fastRetries(150*time.Millisecond))
+	c := lock.New(hang, fastPolls(150*time.Millisecond))
 	err := await(t, run(func() error {
 		_, err := c.Acquire(context.Background(), "job", time.Minute)
 		return err
@@ -71,17 +78,17 @@ func TestMaxUnreachableCutsAHangingAttempt(t *testing.T) {
 }
 
 // hangingAcquire never answers an Acquire before its context ends.
-type hangingAcquire struct{ lock.Backend }
+type hangingAcquire struct{ driver.Backend }
 
-func (hangingAcquire) Acquire(ctx context.Context, _, _ string, _ time.Duration) (fence.Token, error) {
+func (hangingAcquire) Acquire(ctx context.Context, _ driver.Request) (driver.Grant, error) {
 	<-ctx.Done()
-	return 0, fmt.Errorf("read tcp: i/o timeout: %w", ctx.Err())
+	return driver.Grant{}, fmt.Errorf("read tcp: i/o timeout: %w", ctx.Err())
 }
 
 func TestMaxUnreachableDoesNotBoundWaitingForAHolder(t *testing.T) {
 	mem := memory.NewBackend()
 	const holderTTL = 300 * time.Millisecond
-	if _, err := mem.Acquire(context.Background(), "job", "holder", holderTTL); err != nil {
+	if _, err := takeLock(context.Background(), mem, "job", "holder", holderTTL); err != nil {
 		t.Fatal(err)
 	}
 	c := lock.New(mem, fastRetries(50*time.Millisecond))
@@ -103,7 +110,7 @@ func TestMaxUnreachableDoesNotBoundWaitingForAHolder(t *testing.T) {
 func TestMaxUnreachableIgnoresTheBackoffAfterAnAnswer(t *testing.T) {
 	mem := memory.NewBackend()
 	const holderTTL = 600 * time.Millisecond
-	if _, err := mem.Acquire(context.Background(), "job", "holder", holderTTL); err != nil {
+	if _, err := takeLock(context.Background(), mem, "job", "holder", holderTTL); err != nil {
 		t.Fatal(err)
 	}
 	// Pauses of up to 200ms between attempts, against a bound of 20ms.
@@ -130,11 +137,11 @@ func TestMaxUnreachableCountsFromTheLastAnswer(t *testing.T) {
 	f := &faultyBackend{Backend: memory.NewBackend(), acquireFail: func(int) error {
 		if since := time.Since(began); since < heldFor {
 			lastHeld.Store(int64(since))
-			return &lock.HeldError{Name: "job"}
+			return &driver.HeldError{Name: "job"}
 		}
 		return refused()
 	}}
-	c := lock.New(f, fastRetries(bound))
+	c := lock.New(f, fastPolls(bound))
 	err := await(t, run(func() error {
 		_, err := c.Acquire(context.Background(), "job", time.Minute)
 		return err
@@ -155,8 +162,8 @@ func TestMaxUnreachableCanBeTurnedOff(t *testing.T) {
 		opts *lock.Options
 		call []lock.CallOption
 	}{
-		"WithMaxUnreachable(0)":      {fastRetries(20 * time.Millisecond), []lock.CallOption{lock.WithMaxUnreachable(0)}},
-		"Options.MaxUnreachable < 0": {fastRetries(-1), nil},
+		"WithMaxUnreachable(0)":      {fastPolls(20 * time.Millisecond), []lock.CallOption{lock.WithMaxUnreachable(0)}},
+		"Options.MaxUnreachable < 0": {fastPolls(-1), nil},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := &faultyBackend{Backend: memory.NewBackend(), acquireFail: func(int) error { return refused() }}
@@ -173,7 +180,7 @@ func TestMaxUnreachableCanBeTurnedOff(t *testing.T) {
 func TestWithMaxUnreachableOverridesTheClient(t *testing.T) {
 	var attempts atomic.Int64
 	f := &faultyBackend{Backend: memory.NewBackend(), acquireFail: func(int) error { attempts.Add(1); return refused() }}
-	c := lock.New(f, fastRetries(-1)) // no bound for the Client
+	c := lock.New(f, fastPolls(-1)) // no bound for the Client
 	err := await(t, run(func() error {
 		_, err := c.Acquire(context.Background(), "job", time.Minute, lock.WithMaxUnreachable(100*time.Millisecond))
 		return err
@@ -190,12 +197,15 @@ func TestWithMaxUnreachableOverridesTheClient(t *testing.T) {
 	}
 }
 
-// refusingQueue is a QueueBackend whose every AcquireOrEnqueue fails to reach
-// the server.
+// refusingQueue is a backend whose every Acquire with a place in line
+// fails to reach the server.
 type refusingQueue struct{ *memory.Backend }
 
-func (refusingQueue) AcquireOrEnqueue(context.Context, string, string, time.Duration, time.Duration) (fence.Token, error) {
-	return 0, refused()
+func (r refusingQueue) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if req.Place > 0 {
+		return driver.Grant{}, refused()
+	}
+	return r.Backend.Acquire(ctx, req)
 }
 
 // TestQueuedAcquireGivesUpWhenTheBackendIsUnreachable: a backend with
@@ -219,7 +229,7 @@ func TestQueuedWaitingIsNotBoundedByMaxUnreachable(t *testing.T) {
 	const bound = 100 * time.Millisecond
 	ctx := context.Background()
 	b := memory.NewBackend()
-	if _, err := b.Acquire(ctx, "job", "holder", time.Minute); err != nil {
+	if _, err := takeLock(ctx, b, "job", "holder", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	opts := fastRetries(bound)
@@ -241,7 +251,7 @@ func TestQueuedWaitingIsNotBoundedByMaxUnreachable(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	if err := b.Release(ctx, "job", "holder"); err != nil {
+	if err := releaseLock(ctx, b, "job", "holder"); err != nil {
 		t.Fatal(err)
 	}
 	if err := await(t, got, "the waiter after the release"); err != nil {

@@ -11,10 +11,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
-
-var _ lock.Backend = (*Backend)(nil)
 
 // BackendOptions configures a Backend. The zero value (or nil) means the
 // defaults.
@@ -28,26 +26,29 @@ type BackendOptions struct {
 	Prefix string
 }
 
-// Backend is a lock.Backend on etcd. Each acquisition gets an etcd lease of
-// its own, granted for the TTL rounded up to whole seconds, and the lock's
-// keys are attached to it, so the cluster's leader ends the lease on its own
-// clock whatever happens to the client. The token is the lock key's create
-// revision. It is safe for concurrent use.
+// Backend is a driver.Backend on etcd: it serves every shape of lease (locks,
+// queued waiting, sets, resume, semaphores and read-write locks). Each
+// acquisition gets an etcd lease of its own, granted for the TTL rounded up
+// to whole seconds, and the lease's keys are attached to it, so the
+// cluster's leader ends the lease on its own clock whatever happens to the
+// client. The token is the key's create revision. Waiters in line wait on a
+// watch of the keys ahead of them, not by polling. It is safe for
+// concurrent use.
 type Backend struct {
 	client Client
 	prefix string
 	// minSeconds is the server's minimum lease TTL once a grant has shown
 	// it (a grant answered with a longer TTL than asked), else 0.
 	minSeconds atomic.Int64
-	// waits is what each waiter in line waits for (see AwaitTurn).
+	// waits is what each waiter in line waits for (see awaitTurn).
 	waits waits
 	// lines are the line watches of the names its waiters wait on (see
-	// AwaitTurn).
+	// awaitTurn).
 	lines lines
 	// spares are place leases kept for reuse (see spareLease).
 	spares spares
 	// permitWaits is what each waiter in a permit line waits after (see
-	// AwaitPermit).
+	// awaitPermit).
 	permitWaits permitWaits
 }
 
@@ -71,42 +72,19 @@ func (b *Backend) LockKey(name string) string { return b.prefix + "lock/" + esca
 // MetaKey is the key that holds the holder metadata of name's lease.
 func (b *Backend) MetaKey(name string) string { return b.prefix + "meta/" + escapeKey(name) }
 
-// TTLGranularity is Granularity: the unit to which the Backend rounds a TTL
-// up. locktest judges the TTLs this Backend reports and keeps against it.
-func (b *Backend) TTLGranularity() time.Duration { return Granularity }
-
-// Acquire takes name for owner and returns the lock key's create revision as
-// the token, or, when owner already holds it, moves the lease to a fresh
-// etcd lease of ttl and returns the same token. When another owner holds it,
-// the error is a *lock.HeldError (with TTL 0: looking it up would cost a
-// round trip on every refused attempt).
+// acquireLock takes name for owner and returns the lock key's create
+// revision as the token, or, when owner already holds it, moves the lease to
+// a fresh etcd lease of ttl and returns the same token. When another owner
+// holds it, the error is a *driver.HeldError (with TTL 0: looking it up
+// would cost a round trip on every refused attempt).
 //
 // It is two round trips: a LeaseGrant for ttl rounded up to whole seconds,
 // then one Txn that takes the lock if its key does not exist, moves it to
 // the new lease if owner holds it, or reads the holder. A refused attempt
-// revokes the unused lease (a third round trip). The holder metadata that ctx
-// carries (lock.ContextWithMetadata) is written in the same Txn, replacing
-// what a same-owner Acquire stored before.
-func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
-	if err != nil {
-		return 0, err
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	for attempt := 1; ; attempt++ {
-		tok, err := b.acquire(ctx, name, owner, md, ttl)
-		// A lease that lapsed between its grant and the Txn (a client
-		// stalled for its whole TTL) makes the Txn fail whole: nothing was
-		// written, so a new grant may try again.
-		if !errors.Is(err, rpctypes.ErrLeaseNotFound) || attempt == 3 || ctx.Err() != nil {
-			return tok, err
-		}
-	}
-}
-
-func (b *Backend) acquire(ctx context.Context, name, owner, md string, ttl time.Duration) (fence.Token, error) {
+// revokes the unused lease (a third round trip). The holder metadata md is
+// written in the same Txn, replacing what a same-owner acquisition stored
+// before.
+func (b *Backend) acquireLock(ctx context.Context, name, owner, md string, ttl time.Duration) (fence.Token, error) {
 	lease, err := b.grant(ctx, ttl)
 	if err != nil {
 		return 0, opError(ctx, "acquire", name, err)
@@ -136,7 +114,7 @@ func (b *Backend) acquire(ctx context.Context, name, owner, md string, ttl time.
 	inner := resp.Responses[0].GetResponseTxn()
 	if !inner.Succeeded {
 		b.revoke(ctx, lease)
-		return 0, &lock.HeldError{Name: name}
+		return 0, &driver.HeldError{Name: name}
 	}
 	prev := inner.Responses[0].GetResponsePut().GetPrevKv()
 	if prev == nil {
@@ -187,32 +165,26 @@ func (b *Backend) revoke(ctx context.Context, lease clientv3.LeaseID) {
 	}()
 }
 
-// Extend renews owner's lease on name to ttl from now. It reads the lock key
-// (owner and etcd lease) and renews that etcd lease with one KeepAlive: two
-// round trips, and an etcd lease that has lapsed is never renewed, so a lost
-// lock is never re-created. When the lease was granted for a different
+// extendLock renews owner's lease on name to ttl from now. It reads the lock
+// key (owner and etcd lease) and renews that etcd lease with one KeepAlive:
+// two round trips, and an etcd lease that has lapsed is never renewed, so a
+// lost lock is never re-created. When the lease was granted for a different
 // number of seconds than ttl needs, the lock moves to a new lease in one Txn
 // that checks owner (two more round trips, and a third to revoke the old
 // lease).
-func (b *Backend) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
-	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+func (b *Backend) extendLock(ctx context.Context, name, owner string, ttl time.Duration) error {
 	lk := b.LockKey(name)
 	get, err := b.client.Get(ctx, lk)
 	if err != nil {
 		return opError(ctx, "extend", name, err)
 	}
 	if len(get.Kvs) == 0 || string(get.Kvs[0].Value) != owner {
-		return notHeld(name)
+		return driver.NotHeld(name)
 	}
 	old := clientv3.LeaseID(get.Kvs[0].Lease)
 	ka, err := b.client.KeepAliveOnce(ctx, old)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return notHeld(name)
+		return driver.NotHeld(name)
 	}
 	if err != nil {
 		return opError(ctx, "extend", name, err)
@@ -248,23 +220,17 @@ func (b *Backend) move(ctx context.Context, name, owner string, ttl time.Duratio
 	}
 	if !resp.Succeeded {
 		b.revoke(ctx, lease)
-		return notHeld(name)
+		return driver.NotHeld(name)
 	}
 	b.revoke(ctx, old)
 	return nil
 }
 
-// Release deletes name's keys in one Txn that checks owner: one round trip.
-// The etcd lease, now holding no key, is left to lapse at the end of its TTL
-// rather than revoked, which would cost a second round trip; the leader
-// revokes it then through Raft either way.
-func (b *Backend) Release(ctx context.Context, name, owner string) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+// releaseLock deletes name's keys in one Txn that checks owner: one round
+// trip. The etcd lease, now holding no key, is left to lapse at the end of
+// its TTL rather than revoked, which would cost a second round trip; the
+// leader revokes it then through Raft either way.
+func (b *Backend) releaseLock(ctx context.Context, name, owner string) error {
 	lk := b.LockKey(name)
 	resp, err := b.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.Value(lk), "=", owner)).
@@ -274,55 +240,51 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 		return opError(ctx, "release", name, err)
 	}
 	if !resp.Succeeded {
-		return notHeld(name)
+		return driver.NotHeld(name)
 	}
 	return nil
 }
 
-// Inspect reports the holder of name, its token and metadata (read together
-// in one Txn) and its remaining TTL (a LeaseTimeToLive): two round trips.
-// etcd reports the remaining TTL in whole seconds, rounded down, so Info.TTL
-// is a whole number of seconds at most one second short of the truth; a
-// lease with less than a second left reads as one millisecond.
-func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
-	if err := fence.ValidateKey(name); err != nil {
-		return lock.Info{}, fmt.Errorf("lock name: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return lock.Info{}, err
-	}
+// inspectLock reports the holder of name, its token and metadata, and the
+// number of places in name's queue (read together in one Txn; a place
+// lives on a lease of its own, which the cluster deletes with its key, so
+// every place counted is live by the server's view), and the holder's
+// remaining TTL (a LeaseTimeToLive): two round trips, one when the lock is
+// free. etcd reports the remaining TTL in whole seconds, rounded down, so
+// the TTL is a whole number of seconds at most one second short of the
+// truth; a lease with less than a second left reads as one millisecond.
+func (b *Backend) inspectLock(ctx context.Context, name string) (driver.Info, error) {
 	lk, mk := b.LockKey(name), b.MetaKey(name)
 	for attempt := 1; ; attempt++ {
-		resp, err := b.client.Txn(ctx).Then(clientv3.OpGet(lk), clientv3.OpGet(mk)).Commit()
+		resp, err := b.client.Txn(ctx).Then(clientv3.OpGet(lk), clientv3.OpGet(mk),
+			clientv3.OpGet(b.QueueKey(name), clientv3.WithPrefix(), clientv3.WithCountOnly())).Commit()
 		if err != nil {
-			return lock.Info{}, opError(ctx, "inspect", name, err)
+			return driver.Info{}, opError(ctx, "inspect", name, err)
 		}
+		info := driver.Info{Name: name, Kind: driver.Exclusive, Waiting: int(resp.Responses[2].GetResponseRange().Count)}
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 0 {
-			return lock.Info{Name: name}, nil
+			return info, nil
 		}
-		info := lock.Info{Name: name, Held: true, Owner: string(kvs[0].Value), Token: fence.Token(kvs[0].CreateRevision)}
+		h := driver.Holder{Owner: string(kvs[0].Value), Kind: driver.Exclusive, Token: fence.Token(kvs[0].CreateRevision)}
 		if md := resp.Responses[1].GetResponseRange().Kvs; len(md) > 0 {
-			info.Metadata = string(md[0].Value)
+			h.Metadata = string(md[0].Value)
 		}
 		ttl, err := b.client.TimeToLive(ctx, clientv3.LeaseID(kvs[0].Lease))
 		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return lock.Info{}, opError(ctx, "inspect", name, err)
+			return driver.Info{}, opError(ctx, "inspect", name, err)
 		}
 		if err != nil || ttl.TTL < 0 {
 			// The lease ended after the read, and the key with it: read
 			// again. A key that never had a lease (written by hand) would
 			// read the same way every time.
 			if attempt == 3 {
-				return lock.Info{}, fmt.Errorf("fencekit/etcd: inspect %q: the lock key's lease %x does not exist", name, kvs[0].Lease)
+				return driver.Info{}, fmt.Errorf("fencekit/etcd: inspect %q: the lock key's lease %x does not exist", name, kvs[0].Lease)
 			}
 			continue
 		}
-		info.TTL = max(time.Duration(ttl.TTL)*time.Second, time.Millisecond)
+		h.TTL = max(time.Duration(ttl.TTL)*time.Second, time.Millisecond)
+		info.Holders = []driver.Holder{h}
 		return info, nil
 	}
-}
-
-func notHeld(name string) error {
-	return fmt.Errorf("%w: %q", lock.ErrNotHeld, name)
 }

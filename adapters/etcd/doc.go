@@ -1,5 +1,7 @@
-// Package etcd is a consensus-backed lock.Backend and fence.Store on etcd v3
-// (go.etcd.io/etcd/client/v3).
+// Package etcd is a consensus-backed driver.Backend (lock/driver) and
+// fence.Store on etcd v3 (go.etcd.io/etcd/client/v3): a lock.Client over
+// its Backend serves every lock shape (locks, queued waiting, sets, resume,
+// semaphores and read-write locks).
 //
 // A lease lives in an etcd key attached to an etcd lease of its own, granted
 // for the lock's TTL rounded up to whole seconds: the leader's lessor ends

@@ -10,16 +10,16 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // opError wraps a failed etcd call. A failure that a retry may cure (no
 // leader, a leader change, a member's server stopped, a request timed out
 // inside the cluster, a member unreachable, too many requests; see
-// transient) is marked lock.Transient, so lock.Client retries it and a
-// keep-alive tries again. When ctx has ended, the error matches ctx.Err() too, whatever
-// the server answered (a server that saw the deadline pass answers "request
-// timed out").
+// transient) is marked driver.Transient, so lock.Client retries it and a
+// keep-alive tries again. When ctx has ended, the error matches ctx.Err()
+// too, whatever the server answered (a server that saw the deadline pass
+// answers "request timed out").
 func opError(ctx context.Context, op, name string, err error) error {
 	cerr := ctx.Err()
 	if d, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(d) {
@@ -32,7 +32,7 @@ func opError(ctx context.Context, op, name string, err error) error {
 	}
 	err = fmt.Errorf("fencekit/etcd: %s %q: %w", op, name, err)
 	if transient(err) {
-		return lock.Transient(err)
+		return driver.Transient(err)
 	}
 	return err
 }

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/fencekit/fencekit/lock/driver"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/lease"
 	"go.etcd.io/raft/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/fencekit/fencekit/lock"
 )
 
 // asClientSees is a server's gRPC error as clientv3 hands it to its caller:
@@ -71,7 +70,7 @@ func TestEtcdServerErrorsClassified(t *testing.T) {
 	for _, e := range retry {
 		got := asClientSees(e)
 		err := opError(context.Background(), "acquire", "n", got)
-		if !lock.Retryable(err) || !errors.Is(err, lock.ErrTransient) {
+		if !driver.Retryable(err) || !errors.Is(err, driver.ErrTransient) {
 			t.Errorf("%v (as the client sees it: %T): not retried; want it marked lock.Transient", e, got)
 		}
 		if !errors.Is(err, got) {
@@ -80,13 +79,13 @@ func TestEtcdServerErrorsClassified(t *testing.T) {
 	}
 	for _, e := range permanent {
 		got := asClientSees(e)
-		if err := opError(context.Background(), "acquire", "n", got); lock.Retryable(err) {
+		if err := opError(context.Background(), "acquire", "n", got); driver.Retryable(err) {
 			t.Errorf("%v (as the client sees it: %T): retried; want it permanent", e, got)
 		}
 	}
 	// The case the issue names: the client's own values.
 	for _, e := range []error{rpctypes.ErrStopped, rpctypes.ErrTimeoutWaitAppliedIndex} {
-		if err := opError(context.Background(), "extend", "n", e); !lock.Retryable(err) {
+		if err := opError(context.Background(), "extend", "n", e); !driver.Retryable(err) {
 			t.Errorf("%v: not retried", e)
 		}
 	}

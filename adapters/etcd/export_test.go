@@ -9,7 +9,7 @@ func PreGranted(b *Backend, name, owner string) bool {
 	return ok && p.id != 0
 }
 
-// Awaiting is the number of AwaitTurn calls waiting on b's line watch of
+// Awaiting is the number of awaitTurn calls waiting on b's line watch of
 // name, once the watch has read the line (0 before), for the tests.
 func Awaiting(b *Backend, name string) int {
 	b.lines.mu.Lock()

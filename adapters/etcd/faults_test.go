@@ -11,6 +11,7 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // The fault tests each start a cluster of their own (etcdtest.New), since
@@ -32,7 +33,7 @@ func eventually(t *testing.T, what string, op func(ctx context.Context) error) {
 		if err == nil {
 			return
 		}
-		if !lock.Retryable(err) && !errors.Is(err, context.DeadlineExceeded) {
+		if !driver.Retryable(err) && !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("%s: %v", what, err)
 		}
 		if time.Now().After(deadline) {
@@ -56,7 +57,7 @@ func TestLeaderKilledMidLease(t *testing.T) {
 	ctx := testkit.Context(t)
 	a, next := testkit.Owner(t), testkit.Owner(t)
 
-	old, err := b.Acquire(ctx, "job", a, 20*time.Second)
+	old, err := acquire(ctx, b, "job", a, 20*time.Second)
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -70,21 +71,21 @@ func TestLeaderKilledMidLease(t *testing.T) {
 	leader.Stop()
 
 	eventually(t, "Inspect after the leader died", func(ctx context.Context) error {
-		info, err := b.Inspect(ctx, "job")
+		info, err := inspect(ctx, b, "job")
 		if err == nil && (!info.Held || info.Owner != a || info.Token != old) {
 			t.Fatalf("after the leader died, Inspect = %+v; want the lease held by its owner with token %d", info, old)
 		}
 		return err
 	})
-	eventually(t, "Extend by the holder", func(ctx context.Context) error { return b.Extend(ctx, "job", a, 20*time.Second) })
-	if _, err := b.Acquire(ctx, "job", next, 20*time.Second); !errors.Is(err, lock.ErrHeld) {
+	eventually(t, "Extend by the holder", func(ctx context.Context) error { return extend(ctx, b, "job", a, 20*time.Second) })
+	if _, err := acquire(ctx, b, "job", next, 20*time.Second); !errors.Is(err, lock.ErrHeld) {
 		t.Fatalf("Acquire by another owner while the surviving lease is held: %v; want lock.ErrHeld", err)
 	}
-	eventually(t, "Release by the holder", func(ctx context.Context) error { return b.Release(ctx, "job", a) })
+	eventually(t, "Release by the holder", func(ctx context.Context) error { return release(ctx, b, "job", a) })
 
 	var tok fence.Token
 	eventually(t, "Acquire by the next holder", func(ctx context.Context) (err error) {
-		tok, err = b.Acquire(ctx, "job", next, 20*time.Second)
+		tok, err = acquire(ctx, b, "job", next, 20*time.Second)
 		return err
 	})
 	if tok <= old {
@@ -103,7 +104,7 @@ func TestLeaderKilledMidLease(t *testing.T) {
 	}
 	back := fenceetcd.NewBackend(client(t, []string{leader.ClientURL}), &fenceetcd.BackendOptions{Prefix: ns})
 	eventually(t, "Inspect on the restarted member", func(ctx context.Context) error {
-		info, err := back.Inspect(ctx, "job")
+		info, err := inspect(ctx, back, "job")
 		if err == nil && (info.Owner != next || info.Token != tok) {
 			t.Fatalf("the restarted member reports %+v; want held by the next holder with token %d", info, tok)
 		}
@@ -135,7 +136,7 @@ func TestPartitionedLeaderCannotAcquire(t *testing.T) {
 	majority := fenceetcd.NewBackend(client(t, rest), &fenceetcd.BackendOptions{Prefix: ns})
 	a, b, other := testkit.Owner(t), testkit.Owner(t), testkit.Owner(t)
 
-	before, err := minority.Acquire(ctx, "held", a, 30*time.Second)
+	before, err := acquire(ctx, minority, "held", a, 30*time.Second)
 	if err != nil {
 		t.Fatalf("Acquire before the partition: %v", err)
 	}
@@ -146,7 +147,7 @@ func TestPartitionedLeaderCannotAcquire(t *testing.T) {
 
 	var tok fence.Token
 	eventually(t, "Acquire of a free lock on the majority side", func(ctx context.Context) (err error) {
-		tok, err = majority.Acquire(ctx, "free", b, 30*time.Second)
+		tok, err = acquire(ctx, majority, "free", b, 30*time.Second)
 		return err
 	})
 	if tok <= before {
@@ -161,20 +162,20 @@ func TestPartitionedLeaderCannotAcquire(t *testing.T) {
 		if err == nil {
 			t.Fatalf("%s on the minority side succeeded; want an error", what)
 		}
-		if !lock.Retryable(err) {
+		if !driver.Retryable(err) {
 			t.Fatalf("%s on the minority side: %v; want an error that lock.Client retries", what, err)
 		}
 	}
 	try("Acquire of the lock the majority holds", func(ctx context.Context) error {
-		_, err := minority.Acquire(ctx, "free", other, 30*time.Second)
+		_, err := acquire(ctx, minority, "free", other, 30*time.Second)
 		return err
 	})
 	try("Acquire of a free lock", func(ctx context.Context) error {
-		_, err := minority.Acquire(ctx, "never", other, 30*time.Second)
+		_, err := acquire(ctx, minority, "never", other, 30*time.Second)
 		return err
 	})
 	try("Inspect (a linearizable read)", func(ctx context.Context) error {
-		_, err := minority.Inspect(ctx, "free")
+		_, err := inspect(ctx, minority, "free")
 		return err
 	})
 
@@ -182,13 +183,13 @@ func TestPartitionedLeaderCannotAcquire(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "Inspect on the old leader after the partition healed", func(ctx context.Context) error {
-		info, err := minority.Inspect(ctx, "free")
+		info, err := inspect(ctx, minority, "free")
 		if err == nil && (info.Owner != b || info.Token != tok) {
 			t.Fatalf("after healing, the old leader reports %+v; want held by the majority's holder with token %d", info, tok)
 		}
 		return err
 	})
-	info, err := majority.Inspect(ctx, "never")
+	info, err := inspect(ctx, majority, "never")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +213,7 @@ func TestWholeClusterRestartKeepsTokensRising(t *testing.T) {
 	var highest fence.Token
 	for _, name := range []string{"a", "b", "c"} {
 		o := testkit.Owner(t)
-		tok, err := b.Acquire(ctx, name, o, 10*time.Second)
+		tok, err := acquire(ctx, b, name, o, 10*time.Second)
 		if err != nil {
 			t.Fatalf("Acquire(%q): %v", name, err)
 		}
@@ -220,7 +221,7 @@ func TestWholeClusterRestartKeepsTokensRising(t *testing.T) {
 			t.Fatalf("Put: %v", err)
 		}
 		if name != "c" {
-			if err := b.Release(ctx, name, o); err != nil {
+			if err := release(ctx, b, name, o); err != nil {
 				t.Fatalf("Release(%q): %v", name, err)
 			}
 		}
@@ -236,7 +237,7 @@ func TestWholeClusterRestartKeepsTokensRising(t *testing.T) {
 
 	var tok fence.Token
 	eventually(t, "Acquire after the restart", func(ctx context.Context) (err error) {
-		tok, err = b.Acquire(ctx, "a", testkit.Owner(t), 10*time.Second)
+		tok, err = acquire(ctx, b, "a", testkit.Owner(t), 10*time.Second)
 		return err
 	})
 	if tok <= highest {

@@ -26,19 +26,19 @@ func pollFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestQueueHandoffRoundTrips backs the handoff costs of AwaitTurn's doc and
+// TestQueueHandoffRoundTrips backs the handoff costs of awaitTurn's doc and
 // docs/etcd.md: with the first in line and the waiter behind it both in
-// AwaitTurn on the Backend's line watch, the release (one Txn), the first
+// awaitTurn on the Backend's line watch, the release (one Txn), the first
 // one's wake-up (no request: the watch is shared and stays open) and its
 // acquisition with the lease granted ahead (one Txn and one KeepAlive, no
 // LeaseGrant), and the second one's following the line to become first
 // (no request but the LeaseGrant of its own lease ahead, in the background;
-// its AwaitTurn does not return) cost 4 requests in all. The lock taken
+// its awaitTurn does not return) cost 4 requests in all. The lock taken
 // with a lease granted ahead lasts its TTL from the acquisition (the
 // KeepAlive renewed it), and its token is above the last one. The lease of
 // the place that acquisition deleted is reused, renewed, for the next place
 // made (the waiter's own still: no other key on it). A waiter further back
-// whose AwaitTurn runs out renews its place with one KeepAlive; and when the line moved meanwhile, its next AwaitTurn returns
+// whose awaitTurn runs out renews its place with one KeepAlive; and when the line moved meanwhile, its next awaitTurn returns
 // at once and it takes the lock.
 func TestQueueHandoffRoundTrips(t *testing.T) {
 	cl, c := countingClient(t)
@@ -48,18 +48,18 @@ func TestQueueHandoffRoundTrips(t *testing.T) {
 	h, a, s, x := testkit.Owner(t), testkit.Owner(t), testkit.Owner(t), testkit.Owner(t)
 	const ttl, place = 10 * time.Second, 10 * time.Second
 
-	first, err := b.AcquireOrEnqueue(ctx, "l", h, ttl, place)
+	first, err := enqueue(ctx, b, "l", h, ttl, place)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range []string{a, s} {
-		if _, err := b.AcquireOrEnqueue(ctx, "l", o, ttl, place); !errors.Is(err, lock.ErrHeld) {
-			t.Fatalf("AcquireOrEnqueue of a held lock: %v; want ErrHeld", err)
+		if _, err := enqueue(ctx, b, "l", o, ttl, place); !errors.Is(err, lock.ErrHeld) {
+			t.Fatalf("enqueue of a held lock: %v; want ErrHeld", err)
 		}
 	}
 	await := func(ctx context.Context, owner string, max time.Duration) chan error {
 		done := make(chan error, 1)
-		go func() { done <- b.AwaitTurn(ctx, "l", owner, max) }()
+		go func() { done <- awaitTurn(ctx, b, "l", owner, max) }()
 		return done
 	}
 	aWoke := await(ctx, a, time.Minute)
@@ -75,14 +75,14 @@ func TestQueueHandoffRoundTrips(t *testing.T) {
 	}
 	var tok, tokBefore = first, first
 	got := c.trips(t, "the handoff", func() error {
-		if err := b.Release(ctx, "l", h); err != nil {
+		if err := release(ctx, b, "l", h); err != nil {
 			return err
 		}
 		if err := <-aWoke; err != nil {
 			return err
 		}
 		var err error
-		if tok, err = b.AcquireOrEnqueue(ctx, "l", a, ttl, place); err != nil {
+		if tok, err = enqueue(ctx, b, "l", a, ttl, place); err != nil {
 			return err
 		}
 		pollFor(t, "the second one's lease granted ahead", func() bool { return fenceetcd.PreGranted(b, "l", s) })
@@ -96,7 +96,7 @@ func TestQueueHandoffRoundTrips(t *testing.T) {
 	}
 	select {
 	case err := <-sWoke:
-		t.Fatalf("the second waiter's AwaitTurn returned (%v) when the first took the lock; want it waiting on, first in line", err)
+		t.Fatalf("the second waiter's awaitTurn returned (%v) when the first took the lock; want it waiting on, first in line", err)
 	default:
 	}
 	lk, err := cl.Get(ctx, b.LockKey("l"))
@@ -112,10 +112,10 @@ func TestQueueHandoffRoundTrips(t *testing.T) {
 	}
 
 	// x waits behind s; its place is made on the spare lease of a's
-	// place, renewed and holding nothing else. Its AwaitTurn runs out, and
+	// place, renewed and holding nothing else. Its awaitTurn runs out, and
 	// its renewal is one KeepAlive.
-	if _, err := b.AcquireOrEnqueue(ctx, "l", x, ttl, place); !errors.Is(err, lock.ErrHeld) {
-		t.Fatalf("AcquireOrEnqueue of a held lock: %v; want ErrHeld", err)
+	if _, err := enqueue(ctx, b, "l", x, ttl, place); !errors.Is(err, lock.ErrHeld) {
+		t.Fatalf("enqueue of a held lock: %v; want ErrHeld", err)
 	}
 	spare := clientv3.LeaseID(aPlace.Kvs[0].Lease)
 	xPlace, err := cl.Get(ctx, b.PlaceKey("l", x))
@@ -132,11 +132,11 @@ func TestQueueHandoffRoundTrips(t *testing.T) {
 	if len(keys.Keys) != 1 || string(keys.Keys[0]) != b.PlaceKey("l", x) || keys.TTL < int64(place/time.Second)-2 {
 		t.Errorf("the reused lease holds %q with %d s left; want only x's place, renewed to about %v", keys.Keys, keys.TTL, place)
 	}
-	if err := b.AwaitTurn(ctx, "l", x, 300*time.Millisecond); err != nil {
+	if err := awaitTurn(ctx, b, "l", x, 300*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	got = c.trips(t, "a renewal after AwaitTurn ran out", func() error {
-		if _, err := b.AcquireOrEnqueue(ctx, "l", x, ttl, place); !errors.Is(err, lock.ErrHeld) {
+	got = c.trips(t, "a renewal after awaitTurn ran out", func() error {
+		if _, err := enqueue(ctx, b, "l", x, ttl, place); !errors.Is(err, lock.ErrHeld) {
 			return errors.Join(errors.New("want ErrHeld"), err)
 		}
 		return nil
@@ -145,25 +145,25 @@ func TestQueueHandoffRoundTrips(t *testing.T) {
 		t.Errorf("the renewal of a waiter behind another took %d requests; want 1 (KeepAlive)", got)
 	}
 
-	// The line moves: s leaves, a releases. x's AwaitTurn returns at
+	// The line moves: s leaves, a releases. x's awaitTurn returns at
 	// once (whether or not its renewal saw the move) and x takes the lock.
 	cancelS()
 	<-sWoke
-	if err := b.LeaveQueue(ctx, "l", s); err != nil {
+	if err := leave(ctx, b, "l", s); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Release(ctx, "l", a); err != nil {
+	if err := release(ctx, b, "l", a); err != nil {
 		t.Fatal(err)
 	}
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
-		if err := b.AwaitTurn(ctx, "l", x, time.Minute); err != nil {
+		if err := awaitTurn(ctx, b, "l", x, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		if took := time.Since(start); took > 10*time.Second {
-			t.Fatalf("AwaitTurn after the line moved took %v; want it woken", took)
+			t.Fatalf("awaitTurn after the line moved took %v; want it woken", took)
 		}
-		xt, err := b.AcquireOrEnqueue(ctx, "l", x, ttl, place)
+		xt, err := enqueue(ctx, b, "l", x, ttl, place)
 		if err == nil {
 			if xt <= tok {
 				t.Errorf("token %d after %d; want it rising", xt, tok)
@@ -171,10 +171,10 @@ func TestQueueHandoffRoundTrips(t *testing.T) {
 			break
 		}
 		if !errors.Is(err, lock.ErrHeld) || attempt == 3 {
-			t.Fatalf("AcquireOrEnqueue by the only waiter of a free lock, attempt %d: %v", attempt, err)
+			t.Fatalf("enqueue by the only waiter of a free lock, attempt %d: %v", attempt, err)
 		}
 	}
-	if err := b.Release(ctx, "l", x); err != nil {
+	if err := release(ctx, b, "l", x); err != nil {
 		t.Fatal(err)
 	}
 }

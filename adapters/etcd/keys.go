@@ -40,7 +40,9 @@ func parseFence(b []byte) (fence.Token, bool) {
 // A Backend rounds every TTL up to it, so a lease never ends before the TTL
 // its caller asked for; it may last up to one Granularity longer, more when
 // the server's minimum lease TTL is longer still (see leaseSeconds), plus
-// the leader's expiry sweep (every 500 ms).
+// the leader's expiry sweep (every 500 ms). A conformance run of a Backend
+// declares it: drivertest.Run(t, newBackend,
+// drivertest.TTLGranularity(Granularity)).
 const Granularity = time.Second
 
 // leaseSeconds is ttl in whole seconds, rounded up. The server raises a TTL

@@ -17,8 +17,8 @@ const lineLinger = time.Second
 // lineWatch mirrors one name's line (its lock key and its queue's places,
 // with their create revisions) from two watches that the Backend keeps
 // open while its waiters wait on the name, and wakes each waiter in
-// AwaitTurn when the key it waits for is deleted. One lineWatch serves
-// every waiter of the Backend on the name, over any number of AwaitTurn
+// awaitTurn when the key it waits for is deleted. One lineWatch serves
+// every waiter of the Backend on the name, over any number of awaitTurn
 // calls: a waiter's wake-up, and its renewal of its place, cost no watch
 // create, cancel or read of their own.
 //
@@ -27,7 +27,7 @@ const lineLinger = time.Second
 // from its mirror: behind another place, or first behind the holder, whose
 // lock key it then waits for. Only the deletion of the lock key (a release,
 // or the holder's lease expiring) while it is first, or the loss of its own
-// place, ends its AwaitTurn. When a waiter becomes first, AwaitTurn grants
+// place, ends its awaitTurn. When a waiter becomes first, awaitTurn grants
 // the lease of its coming acquisition ahead (see Backend.pregrant).
 type lineWatch struct {
 	b      *Backend
@@ -45,12 +45,12 @@ type lineWatch struct {
 	holder                int64            // create revision of the lock key, 0 when absent
 	places                map[string]int64 // place key → create revision
 	turns                 map[*turn]struct{}
-	active                int // AwaitTurn calls using the watch
+	active                int // awaitTurn calls using the watch
 	idle                  *time.Timer
 	ended                 bool
 }
 
-// turn is one AwaitTurn call's wait: for key to be deleted (created at
+// turn is one awaitTurn call's wait: for key to be deleted (created at
 // rev), as owner's place (pk, created at place) stands in line.
 type turn struct {
 	owner, pk string
@@ -81,7 +81,7 @@ type lines struct {
 }
 
 // lineFor returns the lineWatch of name, starting one when there is none,
-// for one AwaitTurn call, which must call done on it when it returns.
+// for one awaitTurn call, which must call done on it when it returns.
 func (b *Backend) lineFor(name string, w clientv3.Watcher) *lineWatch {
 	b.lines.mu.Lock()
 	defer b.lines.mu.Unlock()
@@ -109,7 +109,7 @@ func (b *Backend) lineFor(name string, w clientv3.Watcher) *lineWatch {
 	return lw
 }
 
-// doneWith ends one AwaitTurn call's use of lw: the watch closes after
+// doneWith ends one awaitTurn call's use of lw: the watch closes after
 // lineLinger without another.
 func (lw *lineWatch) doneWith(t *turn) {
 	lw.mu.Lock()
@@ -136,7 +136,7 @@ func (lw *lineWatch) closeIfIdle() {
 
 // end marks the watch ended (it broke, or its context ended), wakes every
 // waiter on it so that they ask again, and forgets it, so that the next
-// AwaitTurn starts another.
+// awaitTurn starts another.
 func (lw *lineWatch) end() {
 	lw.b.lines.mu.Lock()
 	defer lw.b.lines.mu.Unlock()
@@ -266,7 +266,7 @@ func (lw *lineWatch) check(t *turn) {
 
 // quiet reports whether t still waits, on the mirror as it stands, for a
 // place ahead of it that is there: what the Backend may answer a renewal
-// with without reading the line (see AcquireOrEnqueue).
+// with without reading the line (see acquireInLine).
 func (lw *lineWatch) quiet(t *turn) bool {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()

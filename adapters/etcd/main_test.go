@@ -1,14 +1,20 @@
 package etcd_test
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/fencekit/fencekit/adapters/etcd/internal/etcdtest"
+	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
 	"github.com/fencekit/fencekit/internal/testkit"
 )
 
@@ -63,4 +69,23 @@ func client(t testing.TB, endpoints []string) *clientv3.Client {
 func prefix(t testing.TB) string {
 	t.Helper()
 	return testkit.Namespace(t) + "/"
+}
+
+// dialClient returns a client of the member at addr that makes every
+// connection with dial: through the fault proxy, or plain.
+func dialClient(t *testing.T, addr string, dial faultproxy.DialFunc) *clientv3.Client {
+	t.Helper()
+	cl, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{"http://" + addr},
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+			return dial(ctx, "tcp", a)
+		})},
+	})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
 }

@@ -11,61 +11,39 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
-var _ lock.MultiBackend = (*Backend)(nil)
-
-// multiRounds bounds the Txns of one AcquireMulti attempt: each after the
+// multiRounds bounds the Txns of one acquireSet attempt: each after the
 // first is sent because a lock key changed between the previous Txn's read
 // and it.
 const multiRounds = 3
 
-// AcquireMulti takes every lock in names for owner for ttl in one Txn, or
-// none of them. As in Acquire, each lock gets an etcd lease of its own
-// (granted concurrently, so the grants cost one round trip of latency),
-// and a lock key created by the Txn has the Txn's revision as its create
-// revision, the token: above every revision before it, for every name. A
-// lock owner already holds is moved to its new lease and keeps its token.
+// acquireSet takes every lock in names for owner for ttl in one Txn, or
+// none of them, with holder metadata md on each. As in acquireLock, each
+// lock gets an etcd lease of its own (granted concurrently, so the grants
+// cost one round trip of latency), and a lock key created by the Txn has
+// the Txn's revision as its create revision, the token: above every
+// revision before it, for every name. A lock owner already holds is moved
+// to its new lease and keeps its token.
 //
 // The Txn compares every lock key with what it must be for the set to be
 // taken: absent, or holding owner. The first Txn assumes every key absent;
 // when that fails, its Else branch reads every lock key, and a key held by
-// another owner ends the call with a *lock.HeldError for the first such name
-// (in the order given; TTL 0, as Acquire), the new leases revoked, nothing
-// written. Otherwise a second Txn compares each key with the state just read
-// (a third if the keys changed again). So a free set costs a round trip of
-// grants (one LeaseGrant per name) and one Txn, a set with names owner
-// holds one Txn more; the etcd leases that those names leave are revoked in
-// the background, as Acquire does.
+// another owner ends the call with a *driver.HeldError for the first such
+// name (in the order given; TTL 0, as acquireLock), the new leases revoked,
+// nothing written. Otherwise a second Txn compares each key with the state
+// just read (a third if the keys changed again). So a free set costs a
+// round trip of grants (one LeaseGrant per name) and one Txn, a set with
+// names owner holds one Txn more; the etcd leases that those names leave
+// are revoked in the background, as acquireLock does.
 //
 // A set too large for the server's limit on operations in one Txn
 // (--max-txn-ops, 128 by default: two per name, so 64 names, the most
-// lock.MaxMultiNames allows, fit) is refused with an error matching
-// lock.ErrNotAtomic, nothing written, so that lock.Client takes the names in
-// order instead.
-func (b *Backend) AcquireMulti(ctx context.Context, names []string, owner string, ttl time.Duration) ([]fence.Token, error) {
-	if err := lock.ValidateMulti(names, owner, ttl); err != nil {
-		return nil, err
-	}
-	md := lock.MetadataFromContext(ctx)
-	if err := lock.ValidateMetadata(md); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	for attempt := 1; ; attempt++ {
-		tokens, err := b.acquireMulti(ctx, names, owner, md, ttl)
-		// A lease that lapsed between its grant and the Txn makes the Txn
-		// fail whole, as in Acquire: grant again.
-		if !errors.Is(err, rpctypes.ErrLeaseNotFound) || attempt == 3 || ctx.Err() != nil {
-			return tokens, err
-		}
-	}
-}
-
-func (b *Backend) acquireMulti(ctx context.Context, names []string, owner, md string, ttl time.Duration) ([]fence.Token, error) {
+// driver.MaxNames allows, fit) is refused with an error matching
+// driver.ErrNotAtomic, nothing written, so that lock.Client takes the names
+// in order instead.
+func (b *Backend) acquireSet(ctx context.Context, names []string, owner, md string, ttl time.Duration) ([]fence.Token, error) {
 	op := "acquire"
 	set := fmt.Sprint(names)
 	leases, err := b.grantAll(ctx, len(names), ttl)
@@ -98,7 +76,7 @@ func (b *Backend) acquireMulti(ctx context.Context, names []string, owner, md st
 		switch {
 		case errors.Is(err, rpctypes.ErrTooManyOps):
 			unused()
-			return nil, fmt.Errorf("fencekit/etcd: acquire %d names: more operations than the server takes in one Txn: %w", len(names), lock.ErrNotAtomic)
+			return nil, fmt.Errorf("fencekit/etcd: acquire %d names: more operations than the server takes in one Txn: %w", len(names), driver.ErrNotAtomic)
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			// A lease lapsed before the Txn ran, which then did nothing.
 			unused()
@@ -119,12 +97,12 @@ func (b *Backend) acquireMulti(ctx context.Context, names []string, owner, md st
 				cmps[i] = clientv3.Compare(clientv3.Value(lks[i]), "=", owner)
 			default:
 				unused()
-				return nil, &lock.HeldError{Name: names[i]}
+				return nil, &driver.HeldError{Name: names[i]}
 			}
 		}
 		if round == multiRounds {
 			unused()
-			return nil, lock.Transient(fmt.Errorf("fencekit/etcd: acquire %s: the lock keys kept changing under %d Txns", set, multiRounds))
+			return nil, driver.Transient(fmt.Errorf("fencekit/etcd: acquire %s: the lock keys kept changing under %d Txns", set, multiRounds))
 		}
 	}
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
-	"github.com/fencekit/fencekit/lock/locktest"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // methods counts the unary calls a client sends, by the method's last
@@ -48,10 +48,21 @@ func (m *methods) take() (grants, txns int) {
 	return grants, txns
 }
 
-// TestAcquireMultiRoundTrips counts what AcquireMulti sends: a LeaseGrant
-// per name (concurrently) and one Txn for a free set or a refused one; one
-// Txn more when owner holds some of the names; the Client's in-order path a
-// LeaseGrant and a Txn per name.
+// notAtomic is a Backend that answers driver.ErrNotAtomic for every set,
+// sending nothing, so that the Client takes the names one by one.
+type notAtomic struct{ driver.Backend }
+
+func (n notAtomic) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if req.Names != nil {
+		return driver.Grant{}, driver.ErrNotAtomic
+	}
+	return n.Backend.Acquire(ctx, req)
+}
+
+// TestAcquireMultiRoundTrips counts what an Acquire of a set sends: a
+// LeaseGrant per name (concurrently) and one Txn for a free set or a
+// refused one; one Txn more when owner holds some of the names; the
+// Client's in-order path a LeaseGrant and a Txn per name.
 func TestAcquireMultiRoundTrips(t *testing.T) {
 	m := &methods{n: map[string]int{}}
 	cl, err := clientv3.New(clientv3.Config{
@@ -78,32 +89,32 @@ func TestAcquireMultiRoundTrips(t *testing.T) {
 	}
 
 	m.take()
-	if _, err := b.AcquireMulti(ctx, names, o, ttl); err != nil {
+	if _, err := acquireSet(ctx, b, names, o, ttl, ""); err != nil {
 		t.Fatal(err)
 	}
-	want("AcquireMulti of a free set", len(names), 1)
-	if _, err := b.AcquireMulti(ctx, names, o, ttl); err != nil {
+	want("Acquire of a free set", len(names), 1)
+	if _, err := acquireSet(ctx, b, names, o, ttl, ""); err != nil {
 		t.Fatal(err)
 	}
-	want("AcquireMulti of a set owner holds", len(names), 2)
+	want("Acquire of a set owner holds", len(names), 2)
 	for _, n := range names {
-		if err := b.Release(ctx, n, o); err != nil {
+		if err := release(ctx, b, n, o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := b.Acquire(ctx, "c", x, ttl); err != nil {
+	if _, err := acquire(ctx, b, "c", x, ttl); err != nil {
 		t.Fatal(err)
 	}
 	m.take()
-	if _, err := b.AcquireMulti(ctx, names, o, ttl); !errorsIsHeld(err, "c") {
-		t.Fatalf("AcquireMulti with c held: %v; want a *lock.HeldError naming c", err)
+	if _, err := acquireSet(ctx, b, names, o, ttl, ""); !errorsIsHeld(err, "c") {
+		t.Fatalf("Acquire of a set with c held: %v; want a *driver.HeldError naming c", err)
 	}
-	want("AcquireMulti refused", len(names), 1)
-	if err := b.Release(ctx, "c", x); err != nil {
+	want("Acquire of a set refused", len(names), 1)
+	if err := release(ctx, b, "c", x); err != nil {
 		t.Fatal(err)
 	}
 	m.take()
-	set, err := lock.New(locktest.WithoutMulti(b), nil).TryAcquireMulti(ctx, names, ttl)
+	set, err := lock.New(notAtomic{b}, nil).TryAcquireMulti(ctx, names, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,16 +122,16 @@ func TestAcquireMultiRoundTrips(t *testing.T) {
 	if err := set.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d names: AcquireMulti %d LeaseGrants (concurrent) + 1 Txn (2 when owner holds some); in order %d + %d", len(names), len(names), len(names), len(names))
+	t.Logf("%d names: a set %d LeaseGrants (concurrent) + 1 Txn (2 when owner holds some); in order %d + %d", len(names), len(names), len(names), len(names))
 }
 
 func errorsIsHeld(err error, name string) bool {
-	var held *lock.HeldError
+	var held *driver.HeldError
 	return errors.As(err, &held) && held.Name == name
 }
 
 // TestAcquireMultiChangesNothingWhenBusy: a set with one name held by
-// another owner is refused with a *lock.HeldError naming it, and every key
+// another owner is refused with a *driver.HeldError naming it, and every key
 // under the test's prefix is as it was (same value, create and mod
 // revision, lease): the names owner held keep their lease, the free ones
 // stay absent. A set that mixes a name owner holds with free ones keeps the
@@ -146,28 +157,28 @@ func TestAcquireMultiChangesNothingWhenBusy(t *testing.T) {
 		return kvs
 	}
 
-	ta, err := b.Acquire(ctx, "a", o, ttl)
+	ta, err := acquire(ctx, b, "a", o, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc, err := b.Acquire(ctx, "c", x, ttl)
+	tc, err := acquire(ctx, b, "c", x, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := snapshot()
-	_, err = b.AcquireMulti(lock.ContextWithMetadata(ctx, "set"), []string{"b", "a", "c", "d"}, o, ttl)
+	_, err = acquireSet(ctx, b, []string{"b", "a", "c", "d"}, o, ttl, "set")
 	if !errorsIsHeld(err, "c") {
-		t.Fatalf("AcquireMulti with c held by another owner: %v; want a *lock.HeldError naming c", err)
+		t.Fatalf("Acquire of a set with c held by another owner: %v; want a *driver.HeldError naming c", err)
 	}
 	if after := snapshot(); !slices.Equal(before, after) {
-		t.Fatalf("a refused AcquireMulti changed keys:\nbefore %v\nafter  %v", before, after)
+		t.Fatalf("a refused Acquire of a set changed keys:\nbefore %v\nafter  %v", before, after)
 	}
-	info, err := b.Inspect(ctx, "c")
+	info, err := inspect(ctx, b, "c")
 	if err != nil || info.Owner != x || info.Token != tc {
 		t.Fatalf("Inspect(c) = %+v, %v; want held by its owner with token %d", info, err, tc)
 	}
 
-	if err := b.Release(ctx, "c", x); err != nil {
+	if err := release(ctx, b, "c", x); err != nil {
 		t.Fatal(err)
 	}
 	head, err := cl.Get(ctx, ns+"nothing")
@@ -175,7 +186,7 @@ func TestAcquireMultiChangesNothingWhenBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldLease := leaseOf(ctx, t, cl, b.LockKey("a"))
-	tokens, err := b.AcquireMulti(ctx, []string{"b", "a", "c", "d"}, o, ttl)
+	tokens, err := acquireSet(ctx, b, []string{"b", "a", "c", "d"}, o, ttl, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +199,7 @@ func TestAcquireMultiChangesNothingWhenBusy(t *testing.T) {
 		}
 	}
 	for i, n := range []string{"b", "a", "c", "d"} {
-		info, err := b.Inspect(ctx, n)
+		info, err := inspect(ctx, b, n)
 		if err != nil || !info.Held || info.Owner != o || info.Token != tokens[i] {
 			t.Errorf("Inspect(%s) = %+v, %v; want owner's with token %d", n, info, err, tokens[i])
 		}
@@ -208,7 +219,7 @@ func TestAcquireMultiChangesNothingWhenBusy(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	for _, n := range []string{"a", "b", "c", "d"} {
-		if err := b.Release(ctx, n, o); err != nil {
+		if err := release(ctx, b, n, o); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -223,25 +234,25 @@ func leaseOf(ctx context.Context, t *testing.T, cl *clientv3.Client, key string)
 	return clientv3.LeaseID(resp.Kvs[0].Lease)
 }
 
-// TestAcquireMultiMostNames: the largest set lock.ValidateMulti allows, two
+// TestAcquireMultiMostNames: the largest set driver.Validate allows, two
 // operations per name, fits etcd's default limit on operations in one Txn.
 func TestAcquireMultiMostNames(t *testing.T) {
 	ctx := testkit.Context(t)
 	b := fenceetcd.NewBackend(sharedClient(t), &fenceetcd.BackendOptions{Prefix: prefix(t)})
-	names := make([]string, lock.MaxMultiNames)
+	names := make([]string, driver.MaxNames)
 	for i := range names {
 		names[i] = fmt.Sprintf("n%02d", i)
 	}
 	o := testkit.Owner(t)
-	tokens, err := b.AcquireMulti(lock.ContextWithMetadata(ctx, "md"), names, o, 10*time.Second)
+	tokens, err := acquireSet(ctx, b, names, o, 10*time.Second, "md")
 	if err != nil {
-		t.Fatalf("AcquireMulti of %d names: %v", len(names), err)
+		t.Fatalf("Acquire of a set of %d names: %v", len(names), err)
 	}
 	if len(tokens) != len(names) {
 		t.Fatalf("%d tokens for %d names", len(tokens), len(names))
 	}
 	for _, n := range names {
-		if err := b.Release(ctx, n, o); err != nil {
+		if err := release(ctx, b, n, o); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -289,8 +300,9 @@ func (t *limitedTxn) Commit() (*clientv3.TxnResponse, error) {
 }
 
 // TestAcquireMultiTooManyOps: on a server whose limit on operations in a
-// Txn is below what a set needs, AcquireMulti writes nothing and answers
-// lock.ErrNotAtomic, and the Client takes the names in order instead.
+// Txn is below what a set needs, an Acquire of the set writes nothing and
+// answers driver.ErrNotAtomic, and the Client takes the names in order
+// instead.
 func TestAcquireMultiTooManyOps(t *testing.T) {
 	ctx := testkit.Context(t)
 	ns := prefix(t)
@@ -298,8 +310,8 @@ func TestAcquireMultiTooManyOps(t *testing.T) {
 	b := fenceetcd.NewBackend(opLimit{Client: cl, limit: 4}, &fenceetcd.BackendOptions{Prefix: ns})
 	names := []string{"a", "b", "c"}
 	o := testkit.Owner(t)
-	if _, err := b.AcquireMulti(ctx, names, o, 10*time.Second); !errors.Is(err, lock.ErrNotAtomic) {
-		t.Fatalf("AcquireMulti of %d names with a limit of 4 operations: %v; want lock.ErrNotAtomic", len(names), err)
+	if _, err := acquireSet(ctx, b, names, o, 10*time.Second, ""); !errors.Is(err, driver.ErrNotAtomic) {
+		t.Fatalf("Acquire of a set of %d names with a limit of 4 operations: %v; want driver.ErrNotAtomic", len(names), err)
 	}
 	resp, err := cl.Get(ctx, ns, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || resp.Count != 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,16 +16,17 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 const permitTTL, permitPlace = 10 * time.Second, 10 * time.Second
 
-func sem(n int, place time.Duration) lock.PermitRequest {
-	return lock.PermitRequest{Kind: lock.SemaphorePermit, Limit: n, TTL: permitTTL, Place: place}
+func sem(n int, place time.Duration) driver.Request {
+	return driver.Request{Kind: driver.Semaphore, Limit: n, TTL: permitTTL, Place: place}
 }
 
-func rw(kind lock.PermitKind, place time.Duration) lock.PermitRequest {
-	return lock.PermitRequest{Kind: kind, TTL: permitTTL, Place: place}
+func rw(kind driver.Kind, place time.Duration) driver.Request {
+	return driver.Request{Kind: kind, TTL: permitTTL, Place: place}
 }
 
 // keysUnder counts the keys under key, to show what a call wrote.
@@ -38,23 +40,23 @@ func keysUnder(t *testing.T, cl *clientv3.Client, key string) int64 {
 }
 
 // awaitGrant waits in line until owner is granted req, for at most 20 s.
-func awaitGrant(ctx context.Context, b *fenceetcd.Backend, name, owner string, req lock.PermitRequest) (lock.Permit, error) {
+func awaitGrant(ctx context.Context, b *fenceetcd.Backend, name, owner string, req driver.Request) (driver.Grant, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	for {
-		p, err := b.AcquirePermit(ctx, name, owner, req)
+		p, err := acquirePermit(ctx, b, name, owner, req)
 		if !errors.Is(err, lock.ErrHeld) {
 			return p, err
 		}
-		if err := b.AwaitPermit(ctx, name, owner, time.Second); err != nil {
-			return lock.Permit{}, err
+		if err := awaitPermit(ctx, b, name, owner, time.Second); err != nil {
+			return driver.Grant{}, err
 		}
 	}
 }
 
 // TestPermitSemaphoreNeverOverLimit: 16 contenders on a semaphore of 3,
-// each taking a permit three times, queued (AcquirePermit with a place,
-// AwaitPermit between attempts). A contender counts itself in after its
+// each taking a permit three times, queued (acquirePermit with a place,
+// awaitPermit between attempts). A contender counts itself in after its
 // grant and out before its release, so the count is never above the
 // server's holders: above 3 means a fourth permit was granted; while
 // counted in it also reads the holder keys, which must number 3 at most.
@@ -103,7 +105,7 @@ func TestPermitSemaphoreNeverOverLimit(t *testing.T) {
 					errs <- fmt.Errorf("token %d granted twice", p.Token)
 					return
 				}
-				if err := b.ReleasePermit(ctx, "sem", o); err != nil {
+				if err := releasePermit(ctx, b, "sem", o); err != nil {
 					errs <- err
 					return
 				}
@@ -124,7 +126,7 @@ func TestPermitSemaphoreNeverOverLimit(t *testing.T) {
 	if len(tokens) != contenders*rounds {
 		t.Fatalf("%d grants; want %d", len(tokens), contenders*rounds)
 	}
-	ps, err := b.InspectPermits(ctx, "sem")
+	ps, err := inspectPermits(ctx, b, "sem")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,34 +143,34 @@ func TestPermitReaderRefusedBesideWriter(t *testing.T) {
 	ctx := testkit.Context(t)
 	b := fenceetcd.NewBackend(cl, &fenceetcd.BackendOptions{Prefix: prefix(t)})
 	w, r := testkit.Owner(t), testkit.Owner(t)
-	wp, err := b.AcquirePermit(ctx, "rw", w, rw(lock.WritePermit, 0))
+	wp, err := acquirePermit(ctx, b, "rw", w, rw(driver.Write, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := keysUnder(t, cl, b.PermitKey("rw"))
-	if _, err := b.AcquirePermit(ctx, "rw", r, rw(lock.ReadPermit, 0)); !errors.Is(err, lock.ErrHeld) {
+	if _, err := acquirePermit(ctx, b, "rw", r, rw(driver.Read, 0)); !errors.Is(err, lock.ErrHeld) {
 		t.Fatalf("reader beside a writer: %v; want ErrHeld", err)
 	}
 	if after := keysUnder(t, cl, b.PermitKey("rw")); after != before {
 		t.Fatalf("a refused reader without a place left %d keys; want %d", after, before)
 	}
-	if _, err := b.AcquirePermit(ctx, "rw", r, rw(lock.ReadPermit, permitPlace)); !errors.Is(err, lock.ErrHeld) {
+	if _, err := acquirePermit(ctx, b, "rw", r, rw(driver.Read, permitPlace)); !errors.Is(err, lock.ErrHeld) {
 		t.Fatalf("queued reader beside a writer: %v; want ErrHeld", err)
 	}
-	// The release comes while the reader is not yet in AwaitPermit: its
+	// The release comes while the reader is not yet in awaitPermit: its
 	// wake-up must not be lost.
-	if err := b.ReleasePermit(ctx, "rw", w); err != nil {
+	if err := releasePermit(ctx, b, "rw", w); err != nil {
 		t.Fatal(err)
 	}
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := b.AwaitPermit(actx, "rw", r, 10*time.Second); err != nil {
-		t.Fatalf("AwaitPermit after the writer's release: %v", err)
+	if err := awaitPermit(actx, b, "rw", r, 10*time.Second); err != nil {
+		t.Fatalf("awaitPermit after the writer's release: %v", err)
 	}
 	if actx.Err() != nil {
-		t.Fatal("AwaitPermit returned only at its deadline: the release's wake-up was lost")
+		t.Fatal("awaitPermit returned only at its deadline: the release's wake-up was lost")
 	}
-	rp, err := b.AcquirePermit(ctx, "rw", r, rw(lock.ReadPermit, permitPlace))
+	rp, err := acquirePermit(ctx, b, "rw", r, rw(driver.Read, permitPlace))
 	if err != nil {
 		t.Fatalf("reader after the writer's release: %v", err)
 	}
@@ -186,32 +188,32 @@ func TestPermitWaitingWriterBlocksNewReaders(t *testing.T) {
 	ctx := testkit.Context(t)
 	b := fenceetcd.NewBackend(cl, &fenceetcd.BackendOptions{Prefix: prefix(t)})
 	r1, w, r2 := testkit.Owner(t), testkit.Owner(t), testkit.Owner(t)
-	if _, err := b.AcquirePermit(ctx, "rw", r1, rw(lock.ReadPermit, 0)); err != nil {
+	if _, err := acquirePermit(ctx, b, "rw", r1, rw(driver.Read, 0)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.AcquirePermit(ctx, "rw", w, rw(lock.WritePermit, permitPlace)); !errors.Is(err, lock.ErrHeld) {
+	if _, err := acquirePermit(ctx, b, "rw", w, rw(driver.Write, permitPlace)); !errors.Is(err, lock.ErrHeld) {
 		t.Fatalf("writer beside a reader: %v; want ErrHeld", err)
 	}
 	for _, place := range []time.Duration{0, permitPlace} {
-		if _, err := b.AcquirePermit(ctx, "rw", r2, rw(lock.ReadPermit, place)); !errors.Is(err, lock.ErrHeld) {
+		if _, err := acquirePermit(ctx, b, "rw", r2, rw(driver.Read, place)); !errors.Is(err, lock.ErrHeld) {
 			t.Fatalf("new reader (place %v) with a writer waiting: %v; want ErrHeld", place, err)
 		}
 	}
-	if err := b.ReleasePermit(ctx, "rw", r1); err != nil {
+	if err := releasePermit(ctx, b, "rw", r1); err != nil {
 		t.Fatal(err)
 	}
 	// The reader behind the writer is still refused.
-	if _, err := b.AcquirePermit(ctx, "rw", r2, rw(lock.ReadPermit, permitPlace)); !errors.Is(err, lock.ErrHeld) {
+	if _, err := acquirePermit(ctx, b, "rw", r2, rw(driver.Read, permitPlace)); !errors.Is(err, lock.ErrHeld) {
 		t.Fatalf("reader behind a waiting writer, the lock free: %v; want ErrHeld", err)
 	}
-	wp, err := awaitGrant(ctx, b, "rw", w, rw(lock.WritePermit, permitPlace))
+	wp, err := awaitGrant(ctx, b, "rw", w, rw(driver.Write, permitPlace))
 	if err != nil {
 		t.Fatalf("writer after the reader left: %v", err)
 	}
-	if err := b.ReleasePermit(ctx, "rw", w); err != nil {
+	if err := releasePermit(ctx, b, "rw", w); err != nil {
 		t.Fatal(err)
 	}
-	rp, err := awaitGrant(ctx, b, "rw", r2, rw(lock.ReadPermit, permitPlace))
+	rp, err := awaitGrant(ctx, b, "rw", r2, rw(driver.Read, permitPlace))
 	if err != nil {
 		t.Fatalf("reader after the writer: %v", err)
 	}
@@ -228,12 +230,12 @@ func TestPermitTokensRiseAcrossKinds(t *testing.T) {
 	ctx := testkit.Context(t)
 	b := fenceetcd.NewBackend(cl, &fenceetcd.BackendOptions{Prefix: prefix(t)})
 	var last, lastWriter fence.Token
-	for i, req := range []lock.PermitRequest{
-		rw(lock.ReadPermit, 0), rw(lock.WritePermit, 0), rw(lock.ReadPermit, 0),
-		rw(lock.WritePermit, 0), sem(2, 0), rw(lock.ReadPermit, 0),
+	for i, req := range []driver.Request{
+		rw(driver.Read, 0), rw(driver.Write, 0), rw(driver.Read, 0),
+		rw(driver.Write, 0), sem(2, 0), rw(driver.Read, 0),
 	} {
 		o := testkit.Owner(t)
-		p, err := b.AcquirePermit(ctx, "n", o, req)
+		p, err := acquirePermit(ctx, b, "n", o, req)
 		if err != nil {
 			t.Fatalf("grant %d (%v): %v", i, req.Kind, err)
 		}
@@ -244,14 +246,14 @@ func TestPermitTokensRiseAcrossKinds(t *testing.T) {
 			t.Fatalf("grant %d (%v): prior writer %d; want %d", i, req.Kind, p.PriorWriter, lastWriter)
 		}
 		last = p.Token
-		if req.Kind == lock.WritePermit {
+		if req.Kind == driver.Write {
 			lastWriter = p.Token
 		}
-		if err := b.ReleasePermit(ctx, "n", o); err != nil {
+		if err := releasePermit(ctx, b, "n", o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ps, err := b.InspectPermits(ctx, "n")
+	ps, err := inspectPermits(ctx, b, "n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,8 +270,8 @@ func TestPermitHolderExpiresByLease(t *testing.T) {
 	ctx := testkit.Context(t)
 	b := fenceetcd.NewBackend(cl, &fenceetcd.BackendOptions{Prefix: prefix(t)})
 	a, w := testkit.Owner(t), testkit.Owner(t)
-	short := lock.PermitRequest{Kind: lock.SemaphorePermit, Limit: 1, TTL: time.Second}
-	ap, err := b.AcquirePermit(ctx, "sem", a, short)
+	short := driver.Request{Kind: driver.Semaphore, Limit: 1, TTL: time.Second}
+	ap, err := acquirePermit(ctx, b, "sem", a, short)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,10 +286,10 @@ func TestPermitHolderExpiresByLease(t *testing.T) {
 	if wp.Token <= ap.Token {
 		t.Fatalf("waiter's token %d is not above the expired holder's %d", wp.Token, ap.Token)
 	}
-	if err := b.ExtendPermit(ctx, "sem", a, permitTTL); !errors.Is(err, lock.ErrNotHeld) {
-		t.Fatalf("ExtendPermit of an expired permit: %v; want ErrNotHeld", err)
+	if err := extendPermit(ctx, b, "sem", a, permitTTL); !errors.Is(err, lock.ErrNotHeld) {
+		t.Fatalf("extendPermit of an expired permit: %v; want ErrNotHeld", err)
 	}
-	ps, err := b.InspectPermits(ctx, "sem")
+	ps, err := inspectPermits(ctx, b, "sem")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +299,7 @@ func TestPermitHolderExpiresByLease(t *testing.T) {
 }
 
 // TestPermitHonoursContext: every method returns the context's error when
-// it has ended, and AwaitPermit returns at its context's deadline.
+// it has ended, and awaitPermit returns at its context's deadline.
 func TestPermitHonoursContext(t *testing.T) {
 	cl := sharedClient(t)
 	ctx := testkit.Context(t)
@@ -306,12 +308,12 @@ func TestPermitHonoursContext(t *testing.T) {
 	done, cancel := context.WithCancel(ctx)
 	cancel()
 	calls := map[string]error{}
-	_, calls["AcquirePermit"] = b.AcquirePermit(done, "sem", o, sem(1, permitPlace))
-	calls["ExtendPermit"] = b.ExtendPermit(done, "sem", o, permitTTL)
-	calls["ReleasePermit"] = b.ReleasePermit(done, "sem", o)
-	calls["AwaitPermit"] = b.AwaitPermit(done, "sem", o, time.Second)
-	calls["LeavePermitLine"] = b.LeavePermitLine(done, "sem", o)
-	_, calls["InspectPermits"] = b.InspectPermits(done, "sem")
+	_, calls["acquirePermit"] = acquirePermit(done, b, "sem", o, sem(1, permitPlace))
+	calls["extendPermit"] = extendPermit(done, b, "sem", o, permitTTL)
+	calls["releasePermit"] = releasePermit(done, b, "sem", o)
+	calls["awaitPermit"] = awaitPermit(done, b, "sem", o, time.Second)
+	calls["leavePermitLine"] = leavePermitLine(done, b, "sem", o)
+	_, calls["inspectPermits"] = inspectPermits(done, b, "sem")
 	for what, err := range calls {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("%s with a cancelled context: %v; want context.Canceled", what, err)
@@ -320,49 +322,51 @@ func TestPermitHonoursContext(t *testing.T) {
 	if n := keysUnder(t, cl, b.PermitKey("sem")); n != 0 {
 		t.Fatalf("%d keys written under a cancelled context", n)
 	}
-	if _, err := b.AcquirePermit(ctx, "sem", o, sem(1, 0)); err != nil {
+	if _, err := acquirePermit(ctx, b, "sem", o, sem(1, 0)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.AcquirePermit(ctx, "sem", w, sem(1, permitPlace)); !errors.Is(err, lock.ErrHeld) {
+	if _, err := acquirePermit(ctx, b, "sem", w, sem(1, permitPlace)); !errors.Is(err, lock.ErrHeld) {
 		t.Fatalf("queueing: %v; want ErrHeld", err)
 	}
 	dctx, dcancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer dcancel()
-	if err := b.AwaitPermit(dctx, "sem", w, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("AwaitPermit past its deadline: %v; want DeadlineExceeded", err)
+	if err := awaitPermit(dctx, b, "sem", w, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("awaitPermit past its deadline: %v; want DeadlineExceeded", err)
 	}
 	// max passing is not an error.
-	if err := b.AwaitPermit(ctx, "sem", w, 100*time.Millisecond); err != nil {
-		t.Fatalf("AwaitPermit past max: %v; want nil", err)
+	if err := awaitPermit(ctx, b, "sem", w, 100*time.Millisecond); err != nil {
+		t.Fatalf("awaitPermit past max: %v; want nil", err)
 	}
 }
 
-// TestPermitBadInput: bad arguments are ErrInvalid, and no request is sent.
+// TestPermitBadInput: bad input is ErrInvalid, and no request is sent. It
+// goes through a lock.Client, which checks every request before the
+// Backend sees it; the Client makes its own owners and kinds and claims
+// only the permits it holds, so a request without a kind, a reader with a
+// limit and claims with an empty name or owner cannot be sent through it
+// (lock/driver's TestValidate refuses them).
 func TestPermitBadInput(t *testing.T) {
 	cl, c := countingClient(t)
 	ctx := testkit.Context(t)
 	b := fenceetcd.NewBackend(cl, &fenceetcd.BackendOptions{Prefix: prefix(t)})
-	o := testkit.Owner(t)
-	before := c.n.Load()
-	bad := map[string]error{}
-	for what, req := range map[string]lock.PermitRequest{
-		"limit 0":             sem(0, 0),
-		"limit too high":      sem(lock.MaxPermits+1, 0),
-		"no kind":             {TTL: permitTTL},
-		"reader with limit":   {Kind: lock.ReadPermit, Limit: 1, TTL: permitTTL},
-		"ttl 0":               {Kind: lock.WritePermit},
-		"place below the min": rw(lock.WritePermit, lock.MinPlaceTTL/2),
-	} {
-		_, bad["AcquirePermit, "+what] = b.AcquirePermit(ctx, "sem", o, req)
+	client := lock.New(b, nil)
+	permit, err := client.Semaphore("held", 1).TryAcquire(ctx, permitTTL)
+	if err != nil {
+		t.Fatal(err)
 	}
-	_, bad["AcquirePermit, empty name"] = b.AcquirePermit(ctx, "", o, sem(1, 0))
-	_, bad["AcquirePermit, empty owner"] = b.AcquirePermit(ctx, "sem", "", sem(1, 0))
-	bad["ExtendPermit, empty owner"] = b.ExtendPermit(ctx, "sem", "", permitTTL)
-	bad["ExtendPermit, ttl 0"] = b.ExtendPermit(ctx, "sem", o, 0)
-	bad["ReleasePermit, empty name"] = b.ReleasePermit(ctx, "", o)
-	bad["AwaitPermit, empty owner"] = b.AwaitPermit(ctx, "sem", "", time.Second)
-	bad["LeavePermitLine, empty name"] = b.LeavePermitLine(ctx, "", o)
-	_, bad["InspectPermits, empty name"] = b.InspectPermits(ctx, "")
+	before := c.n.Load()
+	try := func(l *lock.Lease, err error) error { return err }
+	queued := lock.New(b, &lock.Options{Queue: lock.QueueOptions{PlaceTTL: driver.MinPlaceTTL / 2}})
+	bad := map[string]error{
+		"Semaphore.TryAcquire, limit 0":            try(client.Semaphore("sem", 0).TryAcquire(ctx, permitTTL)),
+		"Semaphore.TryAcquire, limit too high":     try(client.Semaphore("sem", driver.MaxPermits+1).TryAcquire(ctx, permitTTL)),
+		"RWLock.TryAcquireWrite, ttl 0":            try(client.RWLock("sem").TryAcquireWrite(ctx, 0)),
+		"RWLock.AcquireWrite, place below the min": try(queued.RWLock("sem").AcquireWrite(ctx, permitTTL)),
+		"Semaphore.TryAcquire, empty name":         try(client.Semaphore("", 1).TryAcquire(ctx, permitTTL)),
+		"Lease.Extend of a permit, ttl 0":          permit.Extend(ctx, 0),
+	}
+	_, bad["Semaphore.Inspect, empty name"] = client.Semaphore("", 1).Inspect(ctx)
+	_, bad["RWLock.Inspect, empty name"] = client.RWLock("").Inspect(ctx)
 	for what, err := range bad {
 		if !errors.Is(err, fence.ErrInvalid) {
 			t.Errorf("%s: %v; want ErrInvalid", what, err)
@@ -371,13 +375,16 @@ func TestPermitBadInput(t *testing.T) {
 	if n := c.n.Load() - before; n != 0 {
 		t.Fatalf("bad input sent %d requests; want none", n)
 	}
+	if err := permit.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestPermitRoundTrips backs the costs in docs/etcd.md: a grant is 3
 // requests (read Txn, LeaseGrant, Txn), a refusal without a place 1 (the
 // read), a new place 3 (read, LeaseGrant, Txn), a place renewed 2 (read,
-// KeepAlive), ExtendPermit 2 (Get, KeepAlive), ReleasePermit and
-// LeavePermitLine 1 each, InspectPermits 1 and a LeaseTimeToLive per
+// KeepAlive), extendPermit 2 (Get, KeepAlive), releasePermit and
+// leavePermitLine 1 each, inspectPermits 1 and a LeaseTimeToLive per
 // holder.
 func TestPermitRoundTrips(t *testing.T) {
 	cl, c := countingClient(t)
@@ -396,20 +403,21 @@ func TestPermitRoundTrips(t *testing.T) {
 		}
 		return fmt.Errorf("%v; want ErrHeld", err)
 	}
-	want("AcquirePermit granted", 3, func() error { _, err := b.AcquirePermit(ctx, "s", h, sem(1, 0)); return err })
-	want("AcquirePermit refused without a place", 1, func() error { _, err := b.AcquirePermit(ctx, "s", w, sem(1, 0)); return held(err) })
-	want("AcquirePermit making a place", 3, func() error { _, err := b.AcquirePermit(ctx, "s", w, sem(1, permitPlace)); return held(err) })
-	want("AcquirePermit renewing a place", 2, func() error { _, err := b.AcquirePermit(ctx, "s", w, sem(1, permitPlace)); return held(err) })
-	want("ExtendPermit", 2, func() error { return b.ExtendPermit(ctx, "s", h, permitTTL) })
-	want("InspectPermits with one holder", 2, func() error { _, err := b.InspectPermits(ctx, "s"); return err })
-	want("LeavePermitLine", 1, func() error { return b.LeavePermitLine(ctx, "s", w) })
-	want("ReleasePermit", 1, func() error { return b.ReleasePermit(ctx, "s", h) })
+	want("acquirePermit granted", 3, func() error { _, err := acquirePermit(ctx, b, "s", h, sem(1, 0)); return err })
+	want("acquirePermit refused without a place", 1, func() error { _, err := acquirePermit(ctx, b, "s", w, sem(1, 0)); return held(err) })
+	want("acquirePermit making a place", 3, func() error { _, err := acquirePermit(ctx, b, "s", w, sem(1, permitPlace)); return held(err) })
+	want("acquirePermit renewing a place", 2, func() error { _, err := acquirePermit(ctx, b, "s", w, sem(1, permitPlace)); return held(err) })
+	want("extendPermit", 2, func() error { return extendPermit(ctx, b, "s", h, permitTTL) })
+	want("inspectPermits with one holder", 2, func() error { _, err := inspectPermits(ctx, b, "s"); return err })
+	want("leavePermitLine", 1, func() error { return leavePermitLine(ctx, b, "s", w) })
+	want("releasePermit", 1, func() error { return releasePermit(ctx, b, "s", h) })
 }
 
 // TestPermitKeyLayout backs docs/etcd.md's permit rows: the keys' names
 // (escaped), the holder and the place each on an etcd lease of its own, the
 // guard and the last-writer key on none, the writer key's mod revision the
-// write permit's token, and a permit's token its key's create revision.
+// write permit's token, a permit's token its key's create revision, and
+// the values: the shape, the kind waited for, the kind and prior writer.
 func TestPermitKeyLayout(t *testing.T) {
 	cl := sharedClient(t)
 	ns := prefix(t)
@@ -419,11 +427,11 @@ func TestPermitKeyLayout(t *testing.T) {
 		t.Fatalf("PermitKey = %q; want %q", got, want)
 	}
 	w, r := testkit.Owner(t), testkit.Owner(t)
-	wp, err := b.AcquirePermit(ctx, "a/b", w, rw(lock.WritePermit, 0))
+	wp, err := acquirePermit(ctx, b, "a/b", w, rw(driver.Write, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.AcquirePermit(ctx, "a/b", r, rw(lock.ReadPermit, permitPlace)); !errors.Is(err, lock.ErrHeld) {
+	if _, err := acquirePermit(ctx, b, "a/b", r, rw(driver.Read, permitPlace)); !errors.Is(err, lock.ErrHeld) {
 		t.Fatalf("reader beside a writer: %v; want ErrHeld", err)
 	}
 	p := b.PermitKey("a/b")
@@ -457,8 +465,11 @@ func TestPermitKeyLayout(t *testing.T) {
 	if fence.Token(h.create) != wp.Token || fence.Token(wr.mod) != wp.Token {
 		t.Errorf("holder created at %d, writer key written at %d; want both %d", h.create, wr.mod, wp.Token)
 	}
-	if g.value != fmt.Sprint(int(lock.WritePermit), " 0") || q.value != fmt.Sprint(int(lock.ReadPermit)) {
-		t.Errorf("guard %q, place %q", g.value, q.value)
+	// The kinds' stored codes (1 semaphore, 2 read, 3 write) are the
+	// adapter's own, not driver.Kind's values, and never change: keys
+	// written by an earlier release must read the same.
+	if g.value != "3 0" || q.value != "2" || h.value != "3 "+strings.Repeat("0", 19) {
+		t.Errorf("guard %q, place %q, holder %q; want \"3 0\", \"2\" and \"3 \" and 19 zeros", g.value, q.value, h.value)
 	}
 }
 
@@ -505,7 +516,7 @@ func (t *lossyTxn) Commit() (*clientv3.TxnResponse, error) {
 	return resp, err
 }
 
-// TestPermitLostReplies: an AcquirePermit whose granting Txn landed but
+// TestPermitLostReplies: an acquirePermit whose granting Txn landed but
 // whose reply was lost, retried by its owner, gets the same token (it
 // never mints a second permit or refuses its own caller); one whose
 // queueing Txn's reply was lost, retried, keeps one place in line.
@@ -516,38 +527,38 @@ func TestPermitLostReplies(t *testing.T) {
 	a, w := testkit.Owner(t), testkit.Owner(t)
 
 	fc.arm(2) // the read, then the grant
-	if _, err := b.AcquirePermit(ctx, "sem", a, sem(1, 0)); !errors.Is(err, errLostReply) {
-		t.Fatalf("AcquirePermit with its grant's reply lost: %v; want the loss", err)
+	if _, err := acquirePermit(ctx, b, "sem", a, sem(1, 0)); !errors.Is(err, errLostReply) {
+		t.Fatalf("acquirePermit with its grant's reply lost: %v; want the loss", err)
 	}
-	ps, err := b.InspectPermits(ctx, "sem")
+	ps, err := inspectPermits(ctx, b, "sem")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ps.Holders) != 1 || ps.Holders[0].Owner != a {
 		t.Fatalf("after the lost reply: holders %+v; want owner a alone", ps.Holders)
 	}
-	p, err := b.AcquirePermit(ctx, "sem", a, sem(1, 0))
+	p, err := acquirePermit(ctx, b, "sem", a, sem(1, 0))
 	if err != nil {
-		t.Fatalf("AcquirePermit retried after the lost reply: %v; want the same permit", err)
+		t.Fatalf("acquirePermit retried after the lost reply: %v; want the same permit", err)
 	}
 	if p.Token != ps.Holders[0].Token {
-		t.Fatalf("retried AcquirePermit: token %d; the permit has %d", p.Token, ps.Holders[0].Token)
+		t.Fatalf("retried acquirePermit: token %d; the permit has %d", p.Token, ps.Holders[0].Token)
 	}
 
 	fc.arm(2) // the read, then the Txn that makes the place
-	if _, err := b.AcquirePermit(ctx, "sem", w, sem(1, permitPlace)); !errors.Is(err, errLostReply) {
-		t.Fatalf("AcquirePermit with its queueing reply lost: %v; want the loss", err)
+	if _, err := acquirePermit(ctx, b, "sem", w, sem(1, permitPlace)); !errors.Is(err, errLostReply) {
+		t.Fatalf("acquirePermit with its queueing reply lost: %v; want the loss", err)
 	}
-	if _, err := b.AcquirePermit(ctx, "sem", w, sem(1, permitPlace)); !errors.Is(err, lock.ErrHeld) {
+	if _, err := acquirePermit(ctx, b, "sem", w, sem(1, permitPlace)); !errors.Is(err, lock.ErrHeld) {
 		t.Fatalf("queueing retried: %v; want ErrHeld", err)
 	}
-	if ps, err = b.InspectPermits(ctx, "sem"); err != nil {
+	if ps, err = inspectPermits(ctx, b, "sem"); err != nil {
 		t.Fatal(err)
 	}
 	if ps.Waiting != 1 {
 		t.Fatalf("one waiter whose queueing reply was lost, retried: %d places; want 1", ps.Waiting)
 	}
-	if err := b.ReleasePermit(ctx, "sem", a); err != nil {
+	if err := releasePermit(ctx, b, "sem", a); err != nil {
 		t.Fatal(err)
 	}
 	wp, err := awaitGrant(ctx, b, "sem", w, sem(1, permitPlace))

@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -11,16 +10,16 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // admits applies the admission rule to v for owner's request, with ahead
 // the places before owner's.
-func admits(v permitView, req lock.PermitRequest, limit int, ahead []*mvccpb.KeyValue) (bool, error) {
+func admits(v permitView, req driver.Request, limit int, ahead []*mvccpb.KeyValue) (bool, error) {
 	switch req.Kind {
-	case lock.SemaphorePermit:
+	case driver.Semaphore:
 		return len(v.holders)+len(ahead) < limit, nil
-	case lock.WritePermit:
+	case driver.Write:
 		return len(v.holders) == 0 && len(ahead) == 0, nil
 	}
 	for _, h := range v.holders {
@@ -28,20 +27,21 @@ func admits(v permitView, req lock.PermitRequest, limit int, ahead []*mvccpb.Key
 		if err != nil {
 			return false, err
 		}
-		if k == lock.WritePermit {
+		if k == driver.Write {
 			return false, nil
 		}
 	}
 	for _, p := range ahead {
-		if placeKind(p) == lock.WritePermit {
+		if placeKind(p) == driver.Write {
 			return false, nil
 		}
 	}
 	return true, nil
 }
 
-// AcquirePermit takes a permit on name for owner, or keeps owner's place in
-// line when req.Place > 0 (see lock.PermitBackend for the rules).
+// acquirePermit takes a permit of kind req.Kind on req.Name for req.Owner,
+// or keeps owner's place in line when req.Place > 0, by the rules of the
+// driver contract (see lock/driver).
 //
 // It reads every key of the name in one read-only Txn, decides there, and
 // writes with one Txn that compares the guard key's mod revision with the
@@ -53,14 +53,8 @@ func admits(v permitView, req lock.PermitRequest, limit int, ahead []*mvccpb.Key
 // the revision of that Txn, the holder key's create revision. A refusal with
 // Place 0 is the read alone; with a place, the read and a KeepAlive of the
 // place's lease, or a new place's lease and a Txn.
-func (b *Backend) AcquirePermit(ctx context.Context, name, owner string, req lock.PermitRequest) (lock.Permit, error) {
-	if err := lock.ValidatePermit(name, owner, req); err != nil {
-		return lock.Permit{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return lock.Permit{}, err
-	}
-	a := &permitAcquire{b: b, name: name, owner: owner, req: req, k: b.permitKeys(name, owner)}
+func (b *Backend) acquirePermit(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	a := &permitAcquire{b: b, name: req.Name, owner: req.Owner, req: req, k: b.permitKeys(req.Name, req.Owner)}
 	defer a.dropLease(ctx)
 	for {
 		p, done, err := a.attempt(ctx)
@@ -68,16 +62,16 @@ func (b *Backend) AcquirePermit(ctx context.Context, name, owner string, req loc
 			return p, err
 		}
 		if err := ctx.Err(); err != nil {
-			return lock.Permit{}, err
+			return driver.Grant{}, err
 		}
 	}
 }
 
-// permitAcquire is one AcquirePermit call, over its attempts.
+// permitAcquire is one acquirePermit call, over its attempts.
 type permitAcquire struct {
 	b           *Backend
 	name, owner string
-	req         lock.PermitRequest
+	req         driver.Request
 	k           permitKeys
 	// lease is the permit's etcd lease, granted at leaseAt, kept across
 	// attempts that lost their compare; 0 when none or used.
@@ -111,18 +105,18 @@ func (a *permitAcquire) permitLease(ctx context.Context) (clientv3.LeaseID, erro
 
 // attempt reads the name and acts on it once; done is false when a compare
 // was lost and the caller should read again.
-func (a *permitAcquire) attempt(ctx context.Context) (p lock.Permit, done bool, err error) {
+func (a *permitAcquire) attempt(ctx context.Context) (p driver.Grant, done bool, err error) {
 	b, name, req, k := a.b, a.name, a.req, a.k
 	v, err := b.readPermits(ctx, k)
 	if err != nil {
-		return lock.Permit{}, true, opError(ctx, "acquire permit", name, err)
+		return driver.Grant{}, true, opError(ctx, "acquire permit", name, err)
 	}
 	kind, limit, err := v.shape()
 	if err != nil {
-		return lock.Permit{}, true, err
+		return driver.Grant{}, true, err
 	}
-	if v.live() && kind != 0 && !lock.SameShape(kind, limit, req) {
-		return lock.Permit{}, true, lock.ShapeMismatch(name, kind, limit, req)
+	if v.live() && kind != 0 && !driver.SameShape(kind, limit, req) {
+		return driver.Grant{}, true, driver.ShapeMismatch(name, kind, limit, req)
 	}
 	if !v.live() || kind == 0 {
 		limit = req.Limit
@@ -137,13 +131,13 @@ func (a *permitAcquire) attempt(ctx context.Context) (p lock.Permit, done bool, 
 	}
 	ok, err := admits(v, req, limit, ahead)
 	if err != nil {
-		return lock.Permit{}, true, err
+		return driver.Grant{}, true, err
 	}
 	if ok {
 		return a.grant(ctx, v, mine)
 	}
 	if req.Place == 0 {
-		return lock.Permit{}, true, &lock.HeldError{Name: name}
+		return driver.Grant{}, true, a.held()
 	}
 	if mine >= 0 {
 		return a.keepPlace(ctx, v, v.places[mine])
@@ -162,11 +156,11 @@ func (v permitView) guardCmp(k permitKeys) clientv3.Cmp {
 // grant writes owner's permit, the guard (and the last writer for a write
 // permit), and deletes owner's place, if the guard and owner's place are
 // as v read them.
-func (a *permitAcquire) grant(ctx context.Context, v permitView, mine int) (lock.Permit, bool, error) {
+func (a *permitAcquire) grant(ctx context.Context, v permitView, mine int) (driver.Grant, bool, error) {
 	b, k := a.b, a.k
 	lease, err := a.permitLease(ctx)
 	if err != nil {
-		return lock.Permit{}, true, opError(ctx, "acquire permit", a.name, err)
+		return driver.Grant{}, true, opError(ctx, "acquire permit", a.name, err)
 	}
 	placeRev := int64(0)
 	if mine >= 0 {
@@ -177,7 +171,7 @@ func (a *permitAcquire) grant(ctx context.Context, v permitView, mine int) (lock
 		clientv3.OpPut(k.guard, shapeValue(a.req)),
 		clientv3.OpDelete(k.place),
 	}
-	if a.req.Kind == lock.WritePermit {
+	if a.req.Kind == driver.Write {
 		ops = append(ops, clientv3.OpPut(k.writer, ""))
 	}
 	resp, err := b.client.Txn(ctx).If(
@@ -188,37 +182,37 @@ func (a *permitAcquire) grant(ctx context.Context, v permitView, mine int) (lock
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			a.lease = clientv3.NoLease // lapsed before the Txn: grant again
-			return lock.Permit{}, false, nil
+			return driver.Grant{}, false, nil
 		}
 		// The Txn may have landed: leave the lease to hold the permit,
 		// which a retry by owner then finds and renews.
 		a.lease = clientv3.NoLease
-		return lock.Permit{}, true, opError(ctx, "acquire permit", a.name, err)
+		return driver.Grant{}, true, opError(ctx, "acquire permit", a.name, err)
 	}
 	if !resp.Succeeded {
-		return lock.Permit{}, false, nil
+		return driver.Grant{}, false, nil
 	}
 	a.lease = clientv3.NoLease
 	// Owner's place lease, holding no key now, lapses by itself.
 	b.permitWaits.drop(a.name, a.owner)
-	return lock.Permit{Token: fence.Token(resp.Header.Revision), PriorWriter: v.lastW}, true, nil
+	return driver.Grant{Token: fence.Token(resp.Header.Revision), PriorWriter: v.lastW}, true, nil
 }
 
 // renew moves owner's live permit h to a new lease of req.TTL and deletes
 // owner's place: a retried acquire gets the same permit back.
-func (a *permitAcquire) renew(ctx context.Context, v permitView, h *mvccpb.KeyValue) (lock.Permit, bool, error) {
+func (a *permitAcquire) renew(ctx context.Context, v permitView, h *mvccpb.KeyValue) (driver.Grant, bool, error) {
 	b, k := a.b, a.k
 	kind, prior, err := parseHolder(h)
 	if err != nil {
-		return lock.Permit{}, true, err
+		return driver.Grant{}, true, err
 	}
 	if kind != a.req.Kind {
 		have, limit, _ := v.shape()
-		return lock.Permit{}, true, lock.ShapeMismatch(a.name, have, limit, a.req)
+		return driver.Grant{}, true, driver.ShapeMismatch(a.name, have, limit, a.req)
 	}
 	lease, err := a.permitLease(ctx)
 	if err != nil {
-		return lock.Permit{}, true, opError(ctx, "acquire permit", a.name, err)
+		return driver.Grant{}, true, opError(ctx, "acquire permit", a.name, err)
 	}
 	resp, err := b.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(k.holder), "=", h.CreateRevision)).
@@ -229,82 +223,89 @@ func (a *permitAcquire) renew(ctx context.Context, v permitView, h *mvccpb.KeyVa
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			a.lease = clientv3.NoLease
-			return lock.Permit{}, false, nil
+			return driver.Grant{}, false, nil
 		}
 		a.lease = clientv3.NoLease
-		return lock.Permit{}, true, opError(ctx, "acquire permit", a.name, err)
+		return driver.Grant{}, true, opError(ctx, "acquire permit", a.name, err)
 	}
 	if !resp.Succeeded {
-		return lock.Permit{}, false, nil // it expired since the read
+		return driver.Grant{}, false, nil // it expired since the read
 	}
 	a.lease = clientv3.NoLease
 	b.permitWaits.drop(a.name, a.owner)
 	if old := clientv3.LeaseID(h.Lease); old != lease && old != clientv3.NoLease {
 		b.revoke(ctx, old)
 	}
-	return lock.Permit{Token: fence.Token(h.CreateRevision), PriorWriter: prior}, true, nil
+	return driver.Grant{Token: fence.Token(h.CreateRevision), PriorWriter: prior}, true, nil
 }
 
 // keepPlace renews owner's place p (a KeepAlive of its lease), moving it to
 // a lease of req.Place when its lease was granted for another TTL.
-func (a *permitAcquire) keepPlace(ctx context.Context, v permitView, p *mvccpb.KeyValue) (lock.Permit, bool, error) {
+func (a *permitAcquire) keepPlace(ctx context.Context, v permitView, p *mvccpb.KeyValue) (driver.Grant, bool, error) {
 	b, k := a.b, a.k
 	old := clientv3.LeaseID(p.Lease)
 	ka, err := b.client.KeepAliveOnce(ctx, old)
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		return lock.Permit{}, false, nil // it expired since the read: queue again
+		return driver.Grant{}, false, nil // it expired since the read: queue again
 	}
 	if err != nil {
-		return lock.Permit{}, true, opError(ctx, "acquire permit", a.name, err)
+		return driver.Grant{}, true, opError(ctx, "acquire permit", a.name, err)
 	}
 	if ka.TTL != max(leaseSeconds(a.req.Place), b.minSeconds.Load()) {
 		pl, err := b.grant(ctx, a.req.Place)
 		if err != nil {
-			return lock.Permit{}, true, opError(ctx, "acquire permit", a.name, err)
+			return driver.Grant{}, true, opError(ctx, "acquire permit", a.name, err)
 		}
 		resp, err := b.client.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(k.place), "=", p.CreateRevision)).
 			Then(clientv3.OpPut(k.place, "", clientv3.WithIgnoreValue(), clientv3.WithLease(pl))).
 			Commit()
 		if err != nil {
-			return lock.Permit{}, true, opError(ctx, "acquire permit", a.name, err)
+			return driver.Grant{}, true, opError(ctx, "acquire permit", a.name, err)
 		}
 		if !resp.Succeeded {
 			b.revoke(ctx, pl)
-			return lock.Permit{}, false, nil
+			return driver.Grant{}, false, nil
 		}
 		b.revoke(ctx, old)
 	}
 	b.permitWaits.set(a.name, a.owner, v.rev)
-	return lock.Permit{}, true, &lock.HeldError{Name: a.name}
+	return driver.Grant{}, true, a.held()
 }
 
 // makePlace adds owner's place at the tail, rewriting the guard, so that a
 // grant decided before it cannot land after it.
-func (a *permitAcquire) makePlace(ctx context.Context, v permitView) (lock.Permit, bool, error) {
+func (a *permitAcquire) makePlace(ctx context.Context, v permitView) (driver.Grant, bool, error) {
 	b, k := a.b, a.k
 	pl, err := b.placeLease(ctx, a.req.Place)
 	if err != nil {
-		return lock.Permit{}, true, opError(ctx, "acquire permit", a.name, err)
+		return driver.Grant{}, true, opError(ctx, "acquire permit", a.name, err)
 	}
-	kind, limit, _ := v.shape()
 	shape := a.req
-	if kind != 0 {
-		shape = lock.PermitRequest{Kind: kind, Limit: limit}
+	if kind, limit, _ := v.shape(); kind != 0 {
+		shape = driver.Request{Kind: kind, Limit: limit}
 	}
 	resp, err := b.client.Txn(ctx).
 		If(v.guardCmp(k), clientv3.Compare(clientv3.CreateRevision(k.place), "=", 0)).
 		Then(
-			clientv3.OpPut(k.place, strconv.Itoa(int(a.req.Kind)), clientv3.WithLease(pl)),
+			clientv3.OpPut(k.place, kindCode(a.req.Kind), clientv3.WithLease(pl)),
 			clientv3.OpPut(k.guard, shapeValue(shape)),
 		).Commit()
 	if err != nil {
-		return lock.Permit{}, true, opError(ctx, "acquire permit", a.name, err)
+		return driver.Grant{}, true, opError(ctx, "acquire permit", a.name, err)
 	}
 	if !resp.Succeeded {
 		b.putSpare(pl, a.req.Place, time.Now())
-		return lock.Permit{}, false, nil
+		return driver.Grant{}, false, nil
 	}
 	b.permitWaits.set(a.name, a.owner, v.rev)
-	return lock.Permit{}, true, &lock.HeldError{Name: a.name}
+	return driver.Grant{}, true, a.held()
+}
+
+// held is the call's refusal. The name has the request's shape (or the
+// call would have been refused as another), so a semaphore's refusal names
+// req.Limit permits; the Limit of the other kinds is 0. TTL 0: the
+// holders' remaining TTLs would cost a round trip each.
+func (a *permitAcquire) held() error {
+	return &driver.HeldError{Name: a.name, Kind: a.req.Kind, Permits: a.req.Limit}
 }

@@ -10,10 +10,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
-
-var _ lock.PermitBackend = (*Backend)(nil)
 
 // PermitKey is the prefix under which every key of the permit name name
 // lives, apart from single-holder locks:
@@ -79,9 +77,9 @@ func (b *Backend) readPermits(ctx context.Context, k permitKeys) (permitView, er
 // shape binds.
 func (v permitView) live() bool { return len(v.holders) > 0 || len(v.places) > 0 }
 
-// shape is the name's shape from the guard: SemaphorePermit and its limit,
-// or WritePermit for a read-write lock; 0 when there is no guard.
-func (v permitView) shape() (lock.PermitKind, int, error) {
+// shape is the name's shape from the guard: Semaphore and its limit, or
+// Write for a read-write lock; 0 when there is no guard.
+func (v permitView) shape() (driver.Kind, int, error) {
 	if v.guard == nil {
 		return 0, 0, nil
 	}
@@ -101,51 +99,73 @@ func find(kvs []*mvccpb.KeyValue, key string) int {
 	return -1
 }
 
-// shapeValue is the guard's value: "<kind> <limit>".
-func shapeValue(req lock.PermitRequest) string {
-	kind := lock.WritePermit
-	if req.Kind == lock.SemaphorePermit {
-		kind = lock.SemaphorePermit
+// kindCode is how the keys write a kind: "1" for Semaphore, "2" for Read,
+// "3" for Write, the codes that the adapter has always written (they are
+// not driver.Kind's values), so that keys written by an earlier release, or
+// by a client of one during an upgrade, read the same.
+func kindCode(k driver.Kind) string {
+	switch k {
+	case driver.Semaphore:
+		return "1"
+	case driver.Read:
+		return "2"
+	case driver.Write:
+		return "3"
 	}
-	return strconv.Itoa(int(kind)) + " " + strconv.Itoa(req.Limit)
+	return "0"
 }
 
-func parseShape(b []byte) (lock.PermitKind, int, bool) {
+// kindOf reads a kindCode; 0 for anything else.
+func kindOf(code string) driver.Kind {
+	switch code {
+	case "1":
+		return driver.Semaphore
+	case "2":
+		return driver.Read
+	case "3":
+		return driver.Write
+	}
+	return 0
+}
+
+// shapeValue is the guard's value: "<kind> <limit>", the kind Semaphore or
+// Write (a read-write lock).
+func shapeValue(req driver.Request) string {
+	kind := driver.Write
+	if req.Kind == driver.Semaphore {
+		kind = driver.Semaphore
+	}
+	return kindCode(kind) + " " + strconv.Itoa(req.Limit)
+}
+
+func parseShape(b []byte) (driver.Kind, int, bool) {
 	ks, ls, ok := strings.Cut(string(b), " ")
 	if !ok {
 		return 0, 0, false
 	}
-	k, err1 := strconv.Atoi(ks)
-	l, err2 := strconv.Atoi(ls)
-	kind := lock.PermitKind(k)
-	return kind, l, err1 == nil && err2 == nil && (kind == lock.SemaphorePermit || kind == lock.WritePermit)
+	l, err := strconv.Atoi(ls)
+	kind := kindOf(ks)
+	return kind, l, err == nil && (kind == driver.Semaphore || kind == driver.Write)
 }
 
 // holderValue is a holder key's value: "<kind> <prior writer, padded>", so
 // that a retried acquire returns the same PriorWriter.
-func holderValue(kind lock.PermitKind, prior fence.Token) string {
-	return strconv.Itoa(int(kind)) + " " + padFence(prior)
+func holderValue(kind driver.Kind, prior fence.Token) string {
+	return kindCode(kind) + " " + padFence(prior)
 }
 
-func parseHolder(kv *mvccpb.KeyValue) (lock.PermitKind, fence.Token, error) {
+func parseHolder(kv *mvccpb.KeyValue) (driver.Kind, fence.Token, error) {
 	ks, ps, ok := strings.Cut(string(kv.Value), " ")
-	k, err := strconv.Atoi(ks)
 	prior, okp := parseFence([]byte(ps))
 	if ps == padFence(0) {
 		prior, okp = 0, true
 	}
-	if !ok || err != nil || !okp || !validKind(lock.PermitKind(k)) {
+	kind := kindOf(ks)
+	if !ok || !okp || kind == 0 {
 		return 0, 0, fmt.Errorf("fencekit/etcd: permit holder %q holds %q, not a permit", kv.Key, kv.Value)
 	}
-	return lock.PermitKind(k), prior, nil
+	return kind, prior, nil
 }
 
 // placeKind is the kind a place waits for: its key's value.
-func placeKind(kv *mvccpb.KeyValue) lock.PermitKind {
-	k, _ := strconv.Atoi(string(kv.Value))
-	return lock.PermitKind(k)
-}
-
-func validKind(k lock.PermitKind) bool {
-	return k == lock.SemaphorePermit || k == lock.ReadPermit || k == lock.WritePermit
-}
+func placeKind(kv *mvccpb.KeyValue) driver.Kind { return kindOf(string(kv.Value)) }

@@ -6,23 +6,21 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/fencekit/fencekit/lock"
 )
 
 // permitWaits holds, for each (name, owner) in a permit line, the revision
-// of the read on which its last AcquirePermit refused it: AwaitPermit
+// of the read on which its last acquirePermit refused it: awaitPermit
 // watches from the revision after it, so that a release, expiry or
 // departure that came after that read wakes owner even when it came before
-// AwaitPermit began.
+// awaitPermit began.
 type permitWaits struct {
 	mu sync.Mutex
 	m  map[[2]string]int64
 }
 
 // maxPermitWaits bounds the waits kept: a waiter that gives up without
-// LeavePermitLine leaves its entry behind. Forgetting one only makes that
-// owner's next AwaitPermit return at once.
+// leavePermitLine leaves its entry behind. Forgetting one only makes that
+// owner's next awaitPermit return at once.
 const maxPermitWaits = 4096
 
 func (w *permitWaits) set(name, owner string, rev int64) {
@@ -47,8 +45,8 @@ func (w *permitWaits) drop(name, owner string) {
 	delete(w.m, [2]string{name, owner})
 }
 
-// AwaitPermit blocks until a key of name is deleted after the read on which
-// owner's last AcquirePermit refused it (a permit released or expired, a
+// awaitPermit blocks until a key of name is deleted after the read on which
+// owner's last acquirePermit refused it (a permit released or expired, a
 // place taken up, left or expired: each may let owner in), max has passed,
 // or ctx ends. It returns at once when owner is not in name's line.
 //
@@ -62,13 +60,7 @@ func (w *permitWaits) drop(name, owner string) {
 // wake-up is lost. When the watch breaks (no leader) or the read's
 // revision was compacted, it returns early and the waiter asks again. On a
 // Client that cannot watch it waits max, at most 50 ms.
-func (b *Backend) AwaitPermit(ctx context.Context, name, owner string, max time.Duration) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+func (b *Backend) awaitPermit(ctx context.Context, name, owner string, max time.Duration) error {
 	rev, ok := b.permitWaits.get(name, owner)
 	if !ok {
 		return nil

@@ -14,10 +14,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
-
-var _ lock.QueueBackend = (*Backend)(nil)
 
 // QueueKey is the prefix of name's queue: a waiter's place is the key
 // QueueKey(name) + owner (with '%' and '/' escaped), holding the owner and
@@ -29,9 +27,9 @@ func (b *Backend) QueueKey(name string) string { return b.prefix + "queue/" + es
 // PlaceKey is owner's place in name's queue.
 func (b *Backend) PlaceKey(name, owner string) string { return b.QueueKey(name) + escapeKey(owner) }
 
-// wait is what a waiter's last AcquireOrEnqueue saw: the key whose deletion
+// wait is what a waiter's last acquireInLine saw: the key whose deletion
 // is its turn (its predecessor's place, or the lock key when it is first
-// in line) and that key's create revision, by which AwaitTurn tells that
+// in line) and that key's create revision, by which awaitTurn tells that
 // it was deleted between the two calls.
 type wait struct {
 	key    string
@@ -44,9 +42,9 @@ type wait struct {
 	renewed time.Time
 	// ttl is the lock TTL owner asked for, for the lease granted ahead.
 	ttl time.Duration
-	// quiet is set when owner's last AwaitTurn ran out with the line
+	// quiet is set when owner's last awaitTurn ran out with the line
 	// watch showing the place ahead of owner's still there: the next
-	// AcquireOrEnqueue renews owner's place without reading the line.
+	// acquireInLine renews owner's place without reading the line.
 	quiet bool
 }
 
@@ -59,7 +57,7 @@ type preLease struct {
 }
 
 // waits holds the wait of each (name, owner) that is in line, for
-// AwaitTurn. Entries go when their owner takes the lock or leaves.
+// awaitTurn. Entries go when their owner takes the lock or leaves.
 type waits struct {
 	mu sync.Mutex
 	m  map[[2]string]wait
@@ -227,68 +225,10 @@ func (b *Backend) dropWait(ctx context.Context, name, owner string, used clientv
 	}
 }
 
-// takeAttempts bounds the Txns one AcquireOrEnqueue spends trying to take a
+// takeAttempts bounds the Txns one acquireInLine spends trying to take a
 // lock that its reads showed free for owner, against waiters racing for it;
 // after them it keeps owner's place and lets the wake-up bring it back.
 const takeAttempts = 3
-
-// AcquireOrEnqueue takes name for owner when the lock is free and no place
-// is ahead of owner's (minting the lock key's create revision as the token,
-// as Acquire does), moves owner's own lease to a fresh etcd lease of ttl
-// when owner holds the lock, or else keeps owner's place in name's queue
-// for place (rounded up to whole seconds, as every etcd lease) and returns
-// a *lock.HeldError. Its TTL, when owner is first in line behind a holder,
-// is the holder's remaining TTL rounded up to whole seconds (etcd reports it
-// rounded down); 0 otherwise. Places whose lease ran out are already gone:
-// the cluster deleted them.
-//
-// When nobody waits it costs what Acquire costs: a LeaseGrant and one Txn,
-// which takes the lock if its key does not exist and the queue is empty,
-// or, for a waiter, if its place (as its last call saw it) is first in
-// line: a waiter woken by a release takes the lock in those two requests.
-// Otherwise the Txn reads the lock key and the queue, and AcquireOrEnqueue
-// renews owner's place (a KeepAlive), or creates it (a LeaseGrant and a
-// Txn), or takes the lock (a Txn); a waiter first in line behind a holder
-// also asks for the holder's remaining TTL (a LeaseTimeToLive). The lock's
-// unused lease is revoked in the background. A waiter that was behind
-// another one, and an owner new to a lock on which this Backend saw a call
-// refused within the place TTL, read the line first (a read-only Txn) and
-// grant a lease only when it is their turn: a waiter woken because the one
-// ahead took the lock renews its place in three requests (Txn, KeepAlive,
-// LeaseTimeToLive); a worker queueing again right after its release makes
-// its place in three (Txn, LeaseGrant, Txn), one Raft write fewer than
-// through Acquire's path, and when the lock turns out free it takes it in
-// one request more than Acquire.
-//
-// A waiter whose AwaitTurn granted the lease of its acquisition ahead (it
-// was first in line behind a holder, see AwaitTurn) takes the lock after
-// the release with that lease: one Txn and a KeepAlive sent alongside it
-// (renewing the lease from this call on, without a Raft write), instead of
-// a LeaseGrant and the Txn. A waiter behind another one whose AwaitTurn ran
-// out with the Backend's watch of the line showing the place ahead of it
-// still there renews its place with one KeepAlive, without reading the
-// line: if that place went in the instant before (an event not yet
-// delivered), the call answers ErrHeld from that view, and the waiter's
-// next AwaitTurn returns at once.
-func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, place time.Duration) (fence.Token, error) {
-	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
-	if err != nil {
-		return 0, err
-	}
-	if err := lock.ValidatePlace(name, owner, ttl, place); err != nil {
-		return 0, err
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	for attempt := 1; ; attempt++ {
-		tok, err := b.acquireOrEnqueue(ctx, name, owner, md, ttl, place)
-		// A lease that lapsed between its grant and the Txn: as in Acquire.
-		if !errors.Is(err, rpctypes.ErrLeaseNotFound) || attempt == 3 || ctx.Err() != nil {
-			return tok, err
-		}
-	}
-}
 
 // line is what one read of a lock and its queue shows.
 type line struct {
@@ -301,7 +241,45 @@ func (l line) at(key string) int {
 	return slices.IndexFunc(l.places, func(kv *mvccpb.KeyValue) bool { return string(kv.Key) == key })
 }
 
-func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, ttl, place time.Duration) (fence.Token, error) {
+// acquireInLine takes name for owner when the lock is free and no place
+// is ahead of owner's (minting the lock key's create revision as the token,
+// as acquireLock does), moves owner's own lease to a fresh etcd lease of ttl
+// when owner holds the lock, or else keeps owner's place in name's queue
+// for place (rounded up to whole seconds, as every etcd lease) and returns
+// a *driver.HeldError. Its TTL, when owner is first in line behind a holder,
+// is the holder's remaining TTL rounded up to whole seconds (etcd reports it
+// rounded down); 0 otherwise. Places whose lease ran out are already gone:
+// the cluster deleted them.
+//
+// When nobody waits it costs what acquireLock costs: a LeaseGrant and one
+// Txn, which takes the lock if its key does not exist and the queue is empty,
+// or, for a waiter, if its place (as its last call saw it) is first in
+// line: a waiter woken by a release takes the lock in those two requests.
+// Otherwise the Txn reads the lock key and the queue, and acquireInLine
+// renews owner's place (a KeepAlive), or creates it (a LeaseGrant and a
+// Txn), or takes the lock (a Txn); a waiter first in line behind a holder
+// also asks for the holder's remaining TTL (a LeaseTimeToLive). The lock's
+// unused lease is revoked in the background. A waiter that was behind
+// another one, and an owner new to a lock on which this Backend saw a call
+// refused within the place TTL, read the line first (a read-only Txn) and
+// grant a lease only when it is their turn: a waiter woken because the one
+// ahead took the lock renews its place in three requests (Txn, KeepAlive,
+// LeaseTimeToLive); a worker queueing again right after its release makes
+// its place in three (Txn, LeaseGrant, Txn), one Raft write fewer than
+// through acquireLock's path, and when the lock turns out free it takes it in
+// one request more than acquireLock.
+//
+// A waiter whose awaitTurn granted the lease of its acquisition ahead (it
+// was first in line behind a holder, see awaitTurn) takes the lock after
+// the release with that lease: one Txn and a KeepAlive sent alongside it
+// (renewing the lease from this call on, without a Raft write), instead of
+// a LeaseGrant and the Txn. A waiter behind another one whose awaitTurn ran
+// out with the Backend's watch of the line showing the place ahead of it
+// still there renews its place with one KeepAlive, without reading the
+// line: if that place went in the instant before (an event not yet
+// delivered), the call answers ErrHeld from that view, and the waiter's
+// next awaitTurn returns at once.
+func (b *Backend) acquireInLine(ctx context.Context, name, owner, md string, ttl, place time.Duration) (fence.Token, error) {
 	lk, mk, qk, pk := b.LockKey(name), b.MetaKey(name), b.QueueKey(name), b.PlaceKey(name, owner)
 	readLine := []clientv3.Op{
 		clientv3.OpGet(lk),
@@ -310,18 +288,18 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 	}
 	w, waiting := b.waits.get(name, owner)
 	if waiting && w.quiet && w.key != lk && w.placeLease != clientv3.NoLease {
-		// A renewal: owner's last AwaitTurn ran out while the line watch
+		// A renewal: owner's last awaitTurn ran out while the line watch
 		// showed the place ahead of owner's still there. Keep owner's
 		// place alive (one KeepAlive) without reading the line; a
 		// deletion the watch had not yet delivered wakes owner's next
-		// AwaitTurn at once.
+		// awaitTurn at once.
 		_, err := b.client.KeepAliveOnce(ctx, w.placeLease)
 		if err == nil {
 			w.quiet = false
 			w.ttl, w.renewed = ttl, time.Now()
 			b.waits.set(name, owner, w)
 			b.waits.sawContended(name)
-			return 0, &lock.HeldError{Name: name}
+			return 0, &driver.HeldError{Name: name}
 		}
 		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			return 0, opError(ctx, "enqueue", name, err)
@@ -511,7 +489,7 @@ func (b *Backend) keepPlace(ctx context.Context, name, owner string, ttl, place 
 	if ln.holder == nil && mine == 0 {
 		// The line moved on while owner queued: ask again at once.
 		b.dropWait(ctx, name, owner, clientv3.NoLease)
-		return &lock.HeldError{Name: name, TTL: time.Millisecond}
+		return &driver.HeldError{Name: name, TTL: time.Millisecond}
 	}
 	return b.held(ctx, name, owner, ttl, ln, mine)
 }
@@ -569,7 +547,7 @@ func (b *Backend) held(ctx context.Context, name, owner string, ttl time.Duratio
 	if mine > 0 {
 		pred := ln.places[mine-1]
 		b.waits.set(name, owner, wait{key: string(pred.Key), keyRev: pred.CreateRevision, place: me.CreateRevision, placeLease: clientv3.LeaseID(me.Lease), renewed: time.Now(), ttl: ttl})
-		return &lock.HeldError{Name: name}
+		return &driver.HeldError{Name: name}
 	}
 	var holderRev int64
 	if ln.holder != nil {
@@ -587,10 +565,10 @@ func (b *Backend) held(ctx context.Context, name, owner string, ttl time.Duratio
 			remaining = time.Duration(min(ttl.TTL+1, max(ttl.GrantedTTL, 1))) * time.Second
 		}
 	}
-	return &lock.HeldError{Name: name, TTL: remaining}
+	return &driver.HeldError{Name: name, TTL: remaining}
 }
 
-// AwaitTurn blocks until the key that owner's last AcquireOrEnqueue of name
+// awaitTurn blocks until the key that owner's last acquireInLine of name
 // left it waiting for is deleted (the place of the waiter ahead, which took
 // the lock, left or expired; or the lock key, released or expired), max
 // has passed, or ctx ends. It returns at once when owner is not in line.
@@ -598,9 +576,9 @@ func (b *Backend) held(ctx context.Context, name, owner string, ttl time.Duratio
 // It costs no request of its own in the steady state: the Backend keeps
 // one watch of name's lock key and one of its queue open while any of its
 // waiters wait on name (and for lineLinger after), shared by all of them
-// and by every AwaitTurn call, and mirrors the line from them (a lineWatch,
+// and by every awaitTurn call, and mirrors the line from them (a lineWatch,
 // started by a watch create of each and one read). When the place ahead
-// of owner's goes because that waiter took the lock, AwaitTurn follows the
+// of owner's goes because that waiter took the lock, awaitTurn follows the
 // line and waits on, for the new place ahead or, when owner is now first,
 // for the lock key; it then grants the lease of owner's coming acquisition
 // ahead (one LeaseGrant, in the background), so that the acquisition after
@@ -611,13 +589,7 @@ func (b *Backend) held(ctx context.Context, name, owner string, ttl time.Duratio
 // The watch needs a Client that is also a clientv3.Watcher (a
 // *clientv3.Client is); with any other it waits max, at most 50 ms, so
 // that the waiter polls in line.
-func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+func (b *Backend) awaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
 	w, ok := b.waits.get(name, owner)
 	if !ok {
 		return nil
@@ -684,19 +656,13 @@ func (b *Backend) pregrant(name, owner string) {
 	}()
 }
 
-// pollInLine is how long AwaitTurn waits at most on a Client that cannot
+// pollInLine is how long awaitTurn waits at most on a Client that cannot
 // watch.
 const pollInLine = 50 * time.Millisecond
 
-// LeaveQueue deletes owner's place in name's queue (one Txn), which wakes
+// leaveQueue deletes owner's place in name's queue (one Txn), which wakes
 // the waiter behind it. It returns nil when owner has no place.
-func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+func (b *Backend) leaveQueue(ctx context.Context, name, owner string) error {
 	b.dropWait(ctx, name, owner, clientv3.NoLease)
 	// A Txn, not a Delete, so that a Client that pairs a wrapped KV with a
 	// Lease (see Client) needs nothing more.

@@ -14,14 +14,16 @@ import (
 	"github.com/fencekit/fencekit/lock"
 )
 
-// TestQueueRoundTrips backs the costs AcquireOrEnqueue's doc and
-// docs/etcd.md promise: on a free lock nobody waits for, AcquireOrEnqueue
-// is Acquire's two requests (LeaseGrant, Txn), and so is a queued
+// TestQueueRoundTrips backs the costs acquireInLine's doc and docs/etcd.md
+// promise: on a free lock nobody waits for, an Acquire with a place is one
+// without: two requests (LeaseGrant, Txn), and so is a queued
 // Client.Acquire; a waiter first in line takes the lock after the release
 // in those same two, and the waiter behind it, woken because the first
 // took the lock, renews its place in three (Txn, KeepAlive,
 // LeaseTimeToLive) without granting a lease; a new owner of a lock seen
-// contended makes its place in three (Txn, LeaseGrant, Txn).
+// contended makes its place in three (Txn, LeaseGrant, Txn). Inspect
+// counts the places in line in the Txn that reads the holder: still two
+// requests (Txn, LeaseTimeToLive).
 func TestQueueRoundTrips(t *testing.T) {
 	cl, c := countingClient(t)
 	ns := prefix(t)
@@ -36,39 +38,46 @@ func TestQueueRoundTrips(t *testing.T) {
 			t.Errorf("%s took %d round trips; want %d", what, got, want)
 		}
 	}
-	want("AcquireOrEnqueue of a free lock", 2, func() error {
-		_, err := b.AcquireOrEnqueue(ctx, "l", h, ttl, place)
+	want("enqueue of a free lock", 2, func() error {
+		_, err := enqueue(ctx, b, "l", h, ttl, place)
 		return err
 	})
-	if _, err := b.AcquireOrEnqueue(ctx, "l", a, ttl, place); !errors.Is(err, lock.ErrHeld) {
-		t.Fatalf("AcquireOrEnqueue of a held lock: %v; want ErrHeld", err)
+	if _, err := enqueue(ctx, b, "l", a, ttl, place); !errors.Is(err, lock.ErrHeld) {
+		t.Fatalf("enqueue of a held lock: %v; want ErrHeld", err)
 	}
-	if _, err := b.AcquireOrEnqueue(ctx, "l", s, ttl, place); !errors.Is(err, lock.ErrHeld) {
-		t.Fatalf("AcquireOrEnqueue of a held lock: %v; want ErrHeld", err)
+	if _, err := enqueue(ctx, b, "l", s, ttl, place); !errors.Is(err, lock.ErrHeld) {
+		t.Fatalf("enqueue of a held lock: %v; want ErrHeld", err)
 	}
-	want("Release", 1, func() error { return b.Release(ctx, "l", h) })
-	want("AcquireOrEnqueue by the first in line after the release", 2, func() error {
-		_, err := b.AcquireOrEnqueue(ctx, "l", a, ttl, place)
+	want("Release", 1, func() error { return release(ctx, b, "l", h) })
+	want("enqueue by the first in line after the release", 2, func() error {
+		_, err := enqueue(ctx, b, "l", a, ttl, place)
 		return err
 	})
-	want("AcquireOrEnqueue by the second in line after the first took the lock", 3, func() error {
-		if _, err := b.AcquireOrEnqueue(ctx, "l", s, ttl, place); !errors.Is(err, lock.ErrHeld) {
+	want("enqueue by the second in line after the first took the lock", 3, func() error {
+		if _, err := enqueue(ctx, b, "l", s, ttl, place); !errors.Is(err, lock.ErrHeld) {
 			return fmt.Errorf("%v; want ErrHeld", err)
 		}
 		return nil
 	})
 	x := testkit.Owner(t)
-	want("AcquireOrEnqueue by a new owner of a lock seen contended", 3, func() error {
-		if _, err := b.AcquireOrEnqueue(ctx, "l", x, ttl, place); !errors.Is(err, lock.ErrHeld) {
+	want("enqueue by a new owner of a lock seen contended", 3, func() error {
+		if _, err := enqueue(ctx, b, "l", x, ttl, place); !errors.Is(err, lock.ErrHeld) {
 			return fmt.Errorf("%v; want ErrHeld", err)
 		}
 		return nil
 	})
-	if err := b.Release(ctx, "l", a); err != nil {
+	want("Inspect of a held lock with two in line", 2, func() error {
+		info, err := inspect(ctx, b, "l")
+		if err == nil && (info.Owner != a || info.Waiting != 2) {
+			return fmt.Errorf("Inspect = %+v; want held by the first waiter, two in line", info)
+		}
+		return err
+	})
+	if err := release(ctx, b, "l", a); err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range []string{s, x} {
-		if err := b.LeaveQueue(ctx, "l", o); err != nil {
+		if err := leave(ctx, b, "l", o); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -99,12 +108,12 @@ func TestQueueKeyLayout(t *testing.T) {
 	}
 	h, a, c := testkit.Owner(t), testkit.Owner(t), testkit.Owner(t)
 	const ttl = 10 * time.Second
-	if _, err := b.AcquireOrEnqueue(ctx, "a/b", h, ttl, ttl); err != nil {
+	if _, err := enqueue(ctx, b, "a/b", h, ttl, ttl); err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range []string{a, c} {
-		if _, err := b.AcquireOrEnqueue(ctx, "a/b", o, ttl, ttl); !errors.Is(err, lock.ErrHeld) {
-			t.Fatalf("AcquireOrEnqueue of a held lock: %v; want ErrHeld", err)
+		if _, err := enqueue(ctx, b, "a/b", o, ttl, ttl); !errors.Is(err, lock.ErrHeld) {
+			t.Fatalf("enqueue of a held lock: %v; want ErrHeld", err)
 		}
 	}
 	get, err := cl.Get(ctx, b.QueueKey("a/b"), clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
@@ -127,14 +136,14 @@ func TestQueueKeyLayout(t *testing.T) {
 			t.Errorf("place %d has lease %x (the holder's %x); want a lease of its own", i+1, kv.Lease, lk.Kvs[0].Lease)
 		}
 	}
-	if err := b.LeaveQueue(ctx, "a/b", c); err != nil {
+	if err := leave(ctx, b, "a/b", c); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Release(ctx, "a/b", h); err != nil {
+	if err := release(ctx, b, "a/b", h); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.AcquireOrEnqueue(ctx, "a/b", a, ttl, ttl); err != nil {
-		t.Fatalf("AcquireOrEnqueue by the only waiter of a free lock: %v", err)
+	if _, err := enqueue(ctx, b, "a/b", a, ttl, ttl); err != nil {
+		t.Fatalf("enqueue by the only waiter of a free lock: %v", err)
 	}
 	if left, err := cl.Get(ctx, b.QueueKey("a/b"), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || left.Count != 0 {
 		t.Errorf("places left after one waiter took the lock and the other left: %v, %v; want none", left, err)
@@ -153,7 +162,7 @@ func TestQueuePlaceRenewedKeepsPosition(t *testing.T) {
 	ctx := testkit.Context(t)
 	b := fenceetcd.NewBackend(cl, &fenceetcd.BackendOptions{Prefix: ns})
 	h := testkit.Owner(t)
-	first, err := b.Acquire(ctx, "l", h, time.Minute)
+	first, err := acquire(ctx, b, "l", h, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +187,7 @@ func TestQueuePlaceRenewedKeepsPosition(t *testing.T) {
 	if after := places(); !slices.Equal(before, after) {
 		t.Fatalf("places %v after two place TTLs; want them kept as %v", after, before)
 	}
-	if err := b.Release(ctx, "l", h); err != nil {
+	if err := release(ctx, b, "l", h); err != nil {
 		t.Fatal(err)
 	}
 	a.servedWithin(t, time.Now(), waiterBound, "the release")
@@ -187,9 +196,9 @@ func TestQueuePlaceRenewedKeepsPosition(t *testing.T) {
 }
 
 // TestAwaitTurnPromptAfterRelease: a waiter first in line whose holder
-// released between its AcquireOrEnqueue and its AwaitTurn, while other
+// released between its enqueue and its awaitTurn, while other
 // writes moved the store on, is woken at once. A watch from the revision
-// the AcquireOrEnqueue read went through etcd's catch-up of past-revision
+// the enqueue read went through etcd's catch-up of past-revision
 // watches, which runs every 100 ms, and took 50 ms on average.
 func TestAwaitTurnPromptAfterRelease(t *testing.T) {
 	cl := sharedClient(t)
@@ -201,30 +210,30 @@ func TestAwaitTurnPromptAfterRelease(t *testing.T) {
 	for i := range 7 {
 		h, a := testkit.Owner(t), testkit.Owner(t)
 		name := fmt.Sprintf("l%d", i)
-		if _, err := b.Acquire(ctx, name, h, ttl); err != nil {
+		if _, err := acquire(ctx, b, name, h, ttl); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.AcquireOrEnqueue(ctx, name, a, ttl, ttl); !errors.Is(err, lock.ErrHeld) {
-			t.Fatalf("AcquireOrEnqueue of a held lock: %v; want ErrHeld", err)
+		if _, err := enqueue(ctx, b, name, a, ttl, ttl); !errors.Is(err, lock.ErrHeld) {
+			t.Fatalf("enqueue of a held lock: %v; want ErrHeld", err)
 		}
 		if _, err := cl.Put(ctx, ns+"other", "x"); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.Release(ctx, name, h); err != nil {
+		if err := release(ctx, b, name, h); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		if err := b.AwaitTurn(ctx, name, a, ttl); err != nil {
+		if err := awaitTurn(ctx, b, name, a, ttl); err != nil {
 			t.Fatal(err)
 		}
 		took = append(took, time.Since(start))
-		if _, err := b.AcquireOrEnqueue(ctx, name, a, ttl, ttl); err != nil {
-			t.Fatalf("AcquireOrEnqueue by the woken first in line: %v", err)
+		if _, err := enqueue(ctx, b, name, a, ttl, ttl); err != nil {
+			t.Fatalf("enqueue by the woken first in line: %v", err)
 		}
 	}
 	slices.Sort(took)
 	if median := took[len(took)/2]; median > 30*time.Millisecond {
-		t.Fatalf("AwaitTurn after the release took %v (median of %v); want it woken at once", median, took)
+		t.Fatalf("awaitTurn after the release took %v (median of %v); want it woken at once", median, took)
 	}
-	t.Logf("AwaitTurn after the release: %v", took)
+	t.Logf("awaitTurn after the release: %v", took)
 }

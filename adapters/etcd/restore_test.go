@@ -20,7 +20,7 @@ import (
 	"github.com/fencekit/fencekit/adapters/etcd/internal/etcdtest"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // restoreBump is the --bump-revision of the runbook's restore: far above
@@ -80,7 +80,7 @@ func TestRestoreRunbook(t *testing.T) {
 		// of them is a token issued again.
 		reissued := issued[first]
 		for i := 0; !reissued && i < 2*len(after)+10; i++ {
-			tok, err := b.Acquire(ctx, fmt.Sprintf("plain/%d", i), "restore-probe", 10*time.Second)
+			tok, err := acquire(ctx, b, fmt.Sprintf("plain/%d", i), "restore-probe", 10*time.Second)
 			if err != nil {
 				t.Fatalf("Acquire after a plain restore: %v", err)
 			}
@@ -103,7 +103,7 @@ func TestRestoreRunbook(t *testing.T) {
 		if first <= highest {
 			t.Fatalf("first token after the runbook's restore = %d; want above %d, the highest issued before", first, highest)
 		}
-		if err := b.Release(ctx, "a", "restore-probe"); err != nil {
+		if err := release(ctx, b, "a", "restore-probe"); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
 		for _, tok := range takeAndWrite(ctx, t, b, s, "a", "b", "c", "d") {
@@ -127,14 +127,14 @@ func takeAndWrite(ctx context.Context, t *testing.T, b *fenceetcd.Backend, s *fe
 	var toks []fence.Token
 	for _, name := range names {
 		o := testkit.Owner(t)
-		tok, err := b.Acquire(ctx, name, o, 10*time.Second)
+		tok, err := acquire(ctx, b, name, o, 10*time.Second)
 		if err != nil {
 			t.Fatalf("Acquire(%q): %v", name, err)
 		}
 		if err := s.Put(ctx, name, tok, []byte(o)); err != nil {
 			t.Fatalf("Put(%q, %d): %v", name, tok, err)
 		}
-		if err := b.Release(ctx, name, o); err != nil {
+		if err := release(ctx, b, name, o); err != nil {
 			t.Fatalf("Release(%q): %v", name, err)
 		}
 		toks = append(toks, tok)
@@ -206,12 +206,12 @@ func acquireWhenServing(t *testing.T, b *fenceetcd.Backend, name string) fence.T
 	deadline := time.Now().Add(etcdtest.StartTimeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		tok, err := b.Acquire(ctx, name, "restore-probe", 10*time.Second)
+		tok, err := acquire(ctx, b, name, "restore-probe", 10*time.Second)
 		cancel()
 		if err == nil {
 			return tok
 		}
-		if !lock.Retryable(err) && !errors.Is(err, context.DeadlineExceeded) {
+		if !driver.Retryable(err) && !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Acquire(%q) after the restore: %v", name, err)
 		}
 		if time.Now().After(deadline) {

@@ -2,50 +2,29 @@ package etcd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
-var _ lock.Resumer = (*Backend)(nil)
-
-// Resume renews owner's lease on name to ttl and returns its token (the
+// resume renews owner's lease on name to ttl and returns its token (the
 // lock key's create revision), keeping the holder metadata. It is two round
-// trips, as Acquire: a LeaseGrant for ttl rounded up to whole seconds, then
-// one Txn that, only if the lock key's value is owner, moves the key (and
-// the metadata key, when there is one) to the new etcd lease and returns the
-// key's previous version, whose create revision is the token. The owner
-// check, the renewal and the token read are that one Txn. The key is
-// rewritten in place, so its create revision, the token, stays.
+// trips, as acquireLock: a LeaseGrant for ttl rounded up to whole seconds,
+// then one Txn that, only if the lock key's value is owner, moves the key
+// (and the metadata key, when there is one) to the new etcd lease and
+// returns the key's previous version, whose create revision is the token.
+// The owner check, the renewal and the token read are that one Txn. The key
+// is rewritten in place, so its create revision, the token, stays.
 //
 // When owner does not hold name (no lock key: released or expired; or
-// another owner's) the Txn changes nothing, the unused etcd lease is revoked,
-// and the error matches lock.ErrNotHeld: Resume never re-creates a lock key
-// and never mints a token. The old etcd lease, now holding no key, is
-// revoked in the background.
-func (b *Backend) Resume(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
-		return 0, err
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	for attempt := 1; ; attempt++ {
-		tok, err := b.resume(ctx, name, owner, ttl)
-		// A new lease that lapsed between its grant and the Txn makes the
-		// Txn fail whole, as in Acquire: grant again.
-		if !errors.Is(err, rpctypes.ErrLeaseNotFound) || attempt == 3 || ctx.Err() != nil {
-			return tok, err
-		}
-	}
-}
-
+// another owner's) the Txn changes nothing, the unused etcd lease is
+// revoked, and the error matches driver.ErrNotHeld: resume never re-creates
+// a lock key and never mints a token. The old etcd lease, now holding no
+// key, is revoked in the background.
 func (b *Backend) resume(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
 	lease, err := b.grant(ctx, ttl)
 	if err != nil {
@@ -70,7 +49,7 @@ func (b *Backend) resume(ctx context.Context, name, owner string, ttl time.Durat
 	}
 	if !resp.Succeeded {
 		b.revoke(ctx, lease)
-		return 0, notHeld(name)
+		return 0, driver.NotHeld(name)
 	}
 	prev := resp.Responses[0].GetResponsePut().GetPrevKv()
 	if prev == nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/fencekit/fencekit/adapters/etcd/internal/etcdtest"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // serverErrors are etcd server errors that a retry cures, as clientv3 hands
@@ -102,15 +103,13 @@ func TestKeepAliveSurvivesEtcdServerErrors(t *testing.T) {
 	var mu sync.Mutex
 	var failures []error
 	lc := lock.New(fenceetcd.NewBackend(fc, &fenceetcd.BackendOptions{Prefix: prefix(t)}), &lock.Options{
-		Observer: func(e lock.Event) {
-			switch e.Kind {
-			case lock.EventExtended:
-				renewed <- struct{}{}
-			case lock.EventRenewalFailed:
+		Observer: &lock.Observer{
+			Extended: func(lock.Event) { renewed <- struct{}{} },
+			RenewalFailed: func(e lock.Event) {
 				mu.Lock()
 				failures = append(failures, e.Err)
 				mu.Unlock()
-			}
+			},
 		},
 	})
 	ctx := testkit.Context(t)
@@ -167,15 +166,19 @@ func TestRollingRestartUnderDo(t *testing.T) {
 			stopped++
 		}
 	}
-	holder := lock.New(b, &lock.Options{Observer: func(e lock.Event) {
+	failed := func(e lock.Event) {
 		mu.Lock()
 		defer mu.Unlock()
-		switch e.Kind {
-		case lock.EventExtended:
+		count(e.Err)
+	}
+	holder := lock.New(b, &lock.Options{Observer: &lock.Observer{
+		Extended: func(lock.Event) {
+			mu.Lock()
+			defer mu.Unlock()
 			renewals++
-		case lock.EventRenewalFailed, lock.EventLost:
-			count(e.Err)
-		}
+		},
+		RenewalFailed: failed,
+		Lost:          failed,
 	}})
 	ctx := testkit.Context(t)
 	stop := make(chan struct{})
@@ -184,13 +187,11 @@ func TestRollingRestartUnderDo(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lc := lock.New(b, &lock.Options{Observer: func(e lock.Event) {
-				if e.Kind == lock.EventRetrying {
-					mu.Lock()
-					count(e.Err)
-					mu.Unlock()
-				}
-			}})
+			lc := lock.New(b, &lock.Options{Observer: &lock.Observer{Retrying: func(e lock.Event) {
+				mu.Lock()
+				count(e.Err)
+				mu.Unlock()
+			}}})
 			name := fmt.Sprintf("other%d", i)
 			for {
 				select {
@@ -278,7 +279,7 @@ func TestRollingRestartUnderDo(t *testing.T) {
 
 // TestPermitRetriesEtcdServerErrors: a semaphore's Acquire tries again after
 // each etcd server error that a retry cures, as Acquire does, and such an
-// error in ExtendPermit is Retryable.
+// error in extendPermit is Retryable.
 func TestPermitRetriesEtcdServerErrors(t *testing.T) {
 	fc := &failingClient{Client: sharedClient(t), grants: append([]error(nil), serverErrors...)}
 	b := fenceetcd.NewBackend(fc, &fenceetcd.BackendOptions{Prefix: prefix(t)})
@@ -293,9 +294,9 @@ func TestPermitRetriesEtcdServerErrors(t *testing.T) {
 	fc.mu.Lock()
 	fc.keepAlive = []error{serverErrors[2]}
 	fc.mu.Unlock()
-	err = b.ExtendPermit(ctx, "sem", permit.Owner(), 5*time.Second)
-	if err == nil || !lock.Retryable(err) {
-		t.Fatalf("ExtendPermit meeting %v: %v; want a Retryable error", serverErrors[2], err)
+	err = extendPermit(ctx, b, "sem", permit.Owner(), 5*time.Second)
+	if err == nil || !driver.Retryable(err) {
+		t.Fatalf("extendPermit meeting %v: %v; want a Retryable error", serverErrors[2], err)
 	}
 	if err := permit.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)

@@ -112,10 +112,10 @@ func TestRoundTrips(t *testing.T) {
 			t.Errorf("%s took %d round trips; want %d", what, got, want)
 		}
 	}
-	want("Acquire", 2, func() error { _, err := b.Acquire(ctx, "l", o, ttl); return err })
-	want("Extend to the same TTL", 2, func() error { return b.Extend(ctx, "l", o, ttl) })
-	want("Inspect", 2, func() error { _, err := b.Inspect(ctx, "l"); return err })
-	want("Release", 1, func() error { return b.Release(ctx, "l", o) })
+	want("Acquire", 2, func() error { _, err := acquire(ctx, b, "l", o, ttl); return err })
+	want("Extend to the same TTL", 2, func() error { return extend(ctx, b, "l", o, ttl) })
+	want("Inspect", 2, func() error { _, err := inspect(ctx, b, "l"); return err })
+	want("Release", 1, func() error { return release(ctx, b, "l", o) })
 	want("Store.Put", 1, func() error { return s.Put(ctx, "k", 5, []byte("v")) })
 	want("Store.Get", 1, func() error { _, err := s.Get(ctx, "k"); return err })
 	want("Store.Advance", 1, func() error { return s.Advance(ctx, "k", 6) })

@@ -18,6 +18,7 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Waiters under faults (issue 22), on etcd: a waiter killed with SIGKILL,
@@ -60,11 +61,9 @@ func queueWaitWorker() int {
 	var once sync.Once
 	c := lock.New(fenceetcd.NewBackend(cl, &fenceetcd.BackendOptions{Prefix: parts[1]}), &lock.Options{
 		Queue: lock.QueueOptions{PlaceTTL: waiterPlace},
-		Observer: func(e lock.Event) {
-			if e.Kind == lock.EventRetrying {
-				once.Do(func() { fmt.Println("queued") })
-			}
-		},
+		Observer: &lock.Observer{Retrying: func(lock.Event) {
+			once.Do(func() { fmt.Println("queued") })
+		}},
 	})
 	l, err := c.Acquire(ctx, parts[2], time.Minute)
 	if err != nil {
@@ -134,17 +133,15 @@ type queuedWaiter struct {
 
 // startQueuedWaiter starts who's Client.Acquire of name on b and returns
 // once it is in line.
-func startQueuedWaiter(t *testing.T, ctx context.Context, b lock.Backend, name, who string, h *holds) *queuedWaiter {
+func startQueuedWaiter(t *testing.T, ctx context.Context, b driver.Backend, name, who string, h *holds) *queuedWaiter {
 	t.Helper()
 	w := &queuedWaiter{who: who, queued: make(chan struct{}), done: make(chan struct{})}
 	var once sync.Once
 	c := lock.New(b, &lock.Options{
 		Queue: lock.QueueOptions{PlaceTTL: waiterPlace},
-		Observer: func(e lock.Event) {
-			if e.Kind == lock.EventRetrying {
-				once.Do(func() { close(w.queued) })
-			}
-		},
+		Observer: &lock.Observer{Retrying: func(lock.Event) {
+			once.Do(func() { close(w.queued) })
+		}},
 	})
 	wctx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
@@ -200,7 +197,7 @@ func TestWaiterKilled(t *testing.T) {
 	ctx := testkit.Context(t)
 	b := fenceetcd.NewBackend(cl, &fenceetcd.BackendOptions{Prefix: ns})
 	h := testkit.Owner(t)
-	first, err := b.Acquire(ctx, "l", h, time.Minute)
+	first, err := acquire(ctx, b, "l", h, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +229,7 @@ func TestWaiterKilled(t *testing.T) {
 	}
 	_ = cmd.Wait()
 	killed := time.Now()
-	if err := b.Release(ctx, "l", h); err != nil {
+	if err := release(ctx, b, "l", h); err != nil {
 		t.Fatal(err)
 	}
 	next.servedWithin(t, killed, waiterBound, "the first waiter was killed")
@@ -251,7 +248,7 @@ func TestWaiterConnectionCut(t *testing.T) {
 	b := fenceetcd.NewBackend(sharedClient(t), &fenceetcd.BackendOptions{Prefix: ns})
 	faulty := fenceetcd.NewBackend(dialClient(t, addr, p.Dial), &fenceetcd.BackendOptions{Prefix: ns})
 	h := testkit.Owner(t)
-	first, err := b.Acquire(ctx, "l", h, time.Minute)
+	first, err := acquire(ctx, b, "l", h, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +259,7 @@ func TestWaiterConnectionCut(t *testing.T) {
 	p.CutAll()
 	defer p.Heal()
 	cut := time.Now()
-	if err := b.Release(ctx, "l", h); err != nil {
+	if err := release(ctx, b, "l", h); err != nil {
 		t.Fatal(err)
 	}
 	next.servedWithin(t, cut, waiterBound, "the first waiter was cut off")
@@ -288,7 +285,7 @@ func TestWaitersClusterRestart(t *testing.T) {
 	cl := client(t, c.Endpoints())
 	b := fenceetcd.NewBackend(cl, &fenceetcd.BackendOptions{Prefix: ns})
 	h := testkit.Owner(t)
-	first, err := b.Acquire(ctx, "l", h, time.Minute)
+	first, err := acquire(ctx, b, "l", h, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +301,7 @@ func TestWaitersClusterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the holder's release after the restart", func(ctx context.Context) error {
-		return b.Release(ctx, "l", h)
+		return release(ctx, b, "l", h)
 	})
 	released := time.Now()
 	ws[0].servedWithin(t, released, waiterBound, "the release after the restart")

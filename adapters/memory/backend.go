@@ -1,18 +1,17 @@
 package memory
 
 import (
-	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
-var _ lock.Backend = (*Backend)(nil)
+var _ driver.Backend = (*Backend)(nil)
 
-// Backend is an in-process lock.Backend. The zero value is not usable; call
+// Backend is an in-process lock backend (a driver.Backend), the reference
+// implementation of the driver contract. The zero value is not usable; call
 // NewBackend.
 type Backend struct {
 	now func() time.Time
@@ -30,7 +29,7 @@ type lease struct {
 	owner    string
 	token    fence.Token
 	expires  time.Time
-	metadata string // the holder metadata from Acquire's context
+	metadata string // the holder metadata of the Acquire (Request.Metadata)
 }
 
 // NewBackend returns an empty Backend on the real clock.
@@ -48,24 +47,15 @@ func (b *Backend) live(name string, now time.Time) (lease, bool) {
 	return l, ok
 }
 
-// Acquire takes name for owner for ttl, minting a new token, or extends it
-// with the same token when owner already holds it. Either way the lease
-// keeps the holder metadata that ctx carries (lock.ContextWithMetadata),
-// replacing what a same-owner Acquire stored before.
-func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
-	if err != nil {
-		return 0, err
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := b.now()
+// acquireLock takes the lock name for owner for ttl, minting a new token,
+// or extends it with the same token when owner already holds it, ignoring
+// the line (a request without a place may barge). Either way the lease keeps
+// md, replacing what a same-owner acquire stored before. The caller holds
+// b.mu.
+func (b *Backend) acquireLock(name, owner string, ttl time.Duration, md string, now time.Time) (fence.Token, error) {
 	if l, ok := b.live(name, now); ok {
 		if l.owner != owner {
-			return 0, &lock.HeldError{Name: name, TTL: l.expires.Sub(now)}
+			return 0, &driver.HeldError{Name: name, TTL: l.expires.Sub(now)}
 		}
 		l.expires = now.Add(ttl)
 		l.metadata = md
@@ -84,61 +74,39 @@ func (b *Backend) take(name, owner string, ttl time.Duration, md string, now tim
 	return token
 }
 
-// Extend renews owner's lease on name for ttl from now.
-func (b *Backend) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
-	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := b.now()
+// extendLock renews owner's lease on name for ttl from now. The caller
+// holds b.mu.
+func (b *Backend) extendLock(name, owner string, ttl time.Duration, now time.Time) error {
 	l, ok := b.live(name, now)
 	if !ok || l.owner != owner {
-		return notHeld(name)
+		return driver.NotHeld(name)
 	}
 	l.expires = now.Add(ttl)
 	b.leases[name] = l
 	return nil
 }
 
-// Release frees name if owner holds it.
-func (b *Backend) Release(ctx context.Context, name, owner string) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	l, ok := b.live(name, b.now())
+// releaseLock frees name if owner holds it and wakes the first waiter.
+// The caller holds b.mu.
+func (b *Backend) releaseLock(name, owner string, now time.Time) error {
+	l, ok := b.live(name, now)
 	if !ok || l.owner != owner {
-		return notHeld(name)
+		return driver.NotHeld(name)
 	}
 	delete(b.leases, name)
-	b.wakeFirst(name, b.now())
+	b.wakeFirst(name, now)
 	return nil
 }
 
-// Inspect reports the holder of name, its token, remaining TTL and metadata.
-func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
-	if err := fence.ValidateKey(name); err != nil {
-		return lock.Info{}, fmt.Errorf("lock name: %w", err)
+// inspectLock reports the holder of name, its token, remaining TTL and
+// metadata, and the live places in its line. The caller holds b.mu.
+func (b *Backend) inspectLock(name string, now time.Time) driver.Info {
+	b.dropExpired(name, now)
+	info := driver.Info{Name: name, Kind: driver.Exclusive, Waiting: len(b.queues[name])}
+	if l, ok := b.live(name, now); ok {
+		info.Holders = []driver.Holder{{Owner: l.owner, Kind: driver.Exclusive, Token: l.token, TTL: l.expires.Sub(now), Metadata: l.metadata}}
 	}
-	if err := ctx.Err(); err != nil {
-		return lock.Info{}, err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := b.now()
-	l, ok := b.live(name, now)
-	if !ok {
-		return lock.Info{Name: name}, nil
-	}
-	return lock.Info{Name: name, Held: true, Owner: l.owner, Token: l.token, TTL: l.expires.Sub(now), Metadata: l.metadata}, nil
+	return info
 }
 
 // Expire ends the lease on name at once, as if its TTL had run out. The next
@@ -150,8 +118,4 @@ func (b *Backend) Expire(name string) {
 	defer b.mu.Unlock()
 	delete(b.leases, name)
 	b.wakeFirst(name, b.now())
-}
-
-func notHeld(name string) error {
-	return fmt.Errorf("%w: %q", lock.ErrNotHeld, name)
 }

@@ -6,8 +6,8 @@ import (
 	"github.com/fencekit/fencekit/adapters/memory"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/fence/fencetest"
-	"github.com/fencekit/fencekit/lock"
-	"github.com/fencekit/fencekit/lock/locktest"
+	"github.com/fencekit/fencekit/lock/driver"
+	"github.com/fencekit/fencekit/lock/drivertest"
 )
 
 // Both suites run on a fresh instance per check and on one instance shared
@@ -23,22 +23,14 @@ func TestSharedStoreConformance(t *testing.T) {
 }
 
 func TestBackendConformance(t *testing.T) {
-	locktest.Run(t, func(*testing.T) lock.Backend { return memory.NewBackend() })
+	drivertest.Run(t, func(*testing.T) driver.Backend { return memory.NewBackend() })
 }
 
 func TestSharedBackendConformance(t *testing.T) {
 	shared := memory.NewBackend()
-	locktest.Run(t, func(*testing.T) lock.Backend { return shared })
+	drivertest.Run(t, func(*testing.T) driver.Backend { return shared })
 }
 
 func TestStoreLinearizable(t *testing.T) {
 	fencetest.Linearizable(t, memory.NewStore(), nil)
-}
-
-func TestBackendMonotonic(t *testing.T) {
-	locktest.Monotonic(t, func(*testing.T) lock.Backend { return memory.NewBackend() })
-}
-
-func TestBackendMetadata(t *testing.T) {
-	locktest.RunMetadata(t, func(*testing.T) lock.Backend { return memory.NewBackend() })
 }

@@ -4,6 +4,8 @@
 //
 // Both types are safe for concurrent use; each operation is one critical
 // section under a mutex, so every check and its write are atomic. The
-// Backend offers queued waiting (lock.QueueBackend): a FIFO per lock whose
-// first waiter is woken through a channel when the lock is released.
+// Backend is the reference implementation of the driver contract
+// (lock/driver): every shape, with a FIFO line per name whose waiters are
+// woken through a channel when a release lets them in. docs/driver.md walks
+// through it.
 package memory

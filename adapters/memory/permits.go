@@ -1,32 +1,29 @@
 package memory
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/wake"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
-
-var _ lock.PermitBackend = (*Backend)(nil)
 
 // permitName is the state of one semaphore or read-write lock.
 type permitName struct {
 	last       fence.Token // the highest token ever minted on the name
 	lastWriter fence.Token // the newest write permit's token
-	// shape, while a permit or place is live: SemaphorePermit with its
-	// limit, or WritePermit for a read-write lock.
-	shape   lock.PermitKind
+	// shape, while a permit or place is live: driver.Semaphore with its
+	// limit, or driver.Write for a read-write lock.
+	shape   driver.Kind
 	limit   int
 	holders map[string]permitHolder
 	line    []*permitPlace // first in line first
 }
 
 type permitHolder struct {
-	kind    lock.PermitKind
+	kind    driver.Kind
 	token   fence.Token
 	prior   fence.Token // the name's last writer when this permit was granted
 	expires time.Time
@@ -34,9 +31,9 @@ type permitHolder struct {
 
 type permitPlace struct {
 	owner   string
-	kind    lock.PermitKind
+	kind    driver.Kind
 	expires time.Time
-	wake    chan struct{} // buffered (1): a wake-up before AwaitPermit is kept
+	wake    chan struct{} // buffered (1): a wake-up before Await is kept
 }
 
 // permitState returns name's state, with every expired permit and place
@@ -75,19 +72,19 @@ func (p *permitName) wakeAll() {
 
 // admits says whether owner, with the places in ahead before it, may take
 // a permit of kind.
-func (p *permitName) admits(kind lock.PermitKind, ahead []*permitPlace) bool {
+func (p *permitName) admits(kind driver.Kind, ahead []*permitPlace) bool {
 	switch kind {
-	case lock.SemaphorePermit:
+	case driver.Semaphore:
 		return len(p.holders)+len(ahead) < p.limit
-	case lock.WritePermit:
+	case driver.Write:
 		return len(p.holders) == 0 && len(ahead) == 0
-	default: // ReadPermit
+	default: // driver.Read
 		for _, h := range p.holders {
-			if h.kind == lock.WritePermit {
+			if h.kind == driver.Write {
 				return false
 			}
 		}
-		return !slices.ContainsFunc(ahead, func(pl *permitPlace) bool { return pl.kind == lock.WritePermit })
+		return !slices.ContainsFunc(ahead, func(pl *permitPlace) bool { return pl.kind == driver.Write })
 	}
 }
 
@@ -102,36 +99,29 @@ func (p *permitName) soonest(now time.Time) time.Duration {
 	return d
 }
 
-// AcquirePermit takes a permit on the semaphore or read-write lock name for
-// owner, or keeps owner's place in its line, as lock.PermitBackend says.
-func (b *Backend) AcquirePermit(ctx context.Context, name, owner string, req lock.PermitRequest) (lock.Permit, error) {
-	if err := lock.ValidatePermit(name, owner, req); err != nil {
-		return lock.Permit{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return lock.Permit{}, err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := b.now()
+// acquirePermit takes a permit on the semaphore or read-write lock
+// req.Name for req.Owner, or keeps the owner's place in its line, as the
+// driver contract says. The caller holds b.mu.
+func (b *Backend) acquirePermit(req driver.Request, now time.Time) (driver.Grant, error) {
+	name, owner := req.Name, req.Owner
 	p := b.permitState(name, now)
-	if !p.idle() && !lock.SameShape(p.shape, p.limit, req) {
-		return lock.Permit{}, lock.ShapeMismatch(name, p.shape, p.limit, req)
+	if !p.idle() && !driver.SameShape(p.shape, p.limit, req) {
+		return driver.Grant{}, driver.ShapeMismatch(name, p.shape, p.limit, req)
 	}
 	at := slices.IndexFunc(p.line, func(pl *permitPlace) bool { return pl.owner == owner })
 	if h, ok := p.holders[owner]; ok {
 		if h.kind != req.Kind {
-			return lock.Permit{}, fmt.Errorf("%w: owner holds a %v permit on %q, asked for %v", lock.ErrShapeMismatch, h.kind, name, req.Kind)
+			return driver.Grant{}, fmt.Errorf("%w: owner holds a %v permit on %q, asked for %v", driver.ErrShapeMismatch, h.kind, name, req.Kind)
 		}
 		h.expires = now.Add(req.TTL)
 		p.holders[owner] = h
 		p.removePlace(at)
-		return lock.Permit{Token: h.token, PriorWriter: h.prior}, nil
+		return driver.Grant{Token: h.token, PriorWriter: h.prior}, nil
 	}
 	if p.idle() {
 		p.shape, p.limit = req.Kind, req.Limit
-		if req.Kind != lock.SemaphorePermit {
-			p.shape = lock.WritePermit
+		if req.Kind != driver.Semaphore {
+			p.shape = driver.Write
 		}
 	}
 	ahead := p.line
@@ -141,26 +131,26 @@ func (b *Backend) AcquirePermit(ctx context.Context, name, owner string, req loc
 	if p.admits(req.Kind, ahead) {
 		p.last++
 		h := permitHolder{kind: req.Kind, token: p.last, prior: p.lastWriter, expires: now.Add(req.TTL)}
-		if req.Kind == lock.WritePermit {
+		if req.Kind == driver.Write {
 			p.lastWriter = h.token
 		}
 		p.holders[owner] = h
 		p.removePlace(at)
-		return lock.Permit{Token: h.token, PriorWriter: h.prior}, nil
+		return driver.Grant{Token: h.token, PriorWriter: h.prior}, nil
 	}
-	held := &lock.HeldError{Name: name, TTL: p.soonest(now)}
+	held := &driver.HeldError{Name: name, TTL: p.soonest(now), Kind: req.Kind, Permits: semaphoreLimit(p)}
 	if req.Place == 0 {
 		if p.idle() {
 			p.shape, p.limit = 0, 0
 		}
-		return lock.Permit{}, held
+		return driver.Grant{}, held
 	}
 	if at < 0 {
 		at = len(p.line)
 		p.line = append(p.line, &permitPlace{owner: owner, kind: req.Kind, wake: wake.NewBox()})
 	}
 	p.line[at].expires = now.Add(req.Place)
-	return lock.Permit{}, held
+	return driver.Grant{}, held
 }
 
 func (p *permitName) removePlace(at int) {
@@ -170,99 +160,66 @@ func (p *permitName) removePlace(at int) {
 	}
 }
 
-// ExtendPermit renews owner's live permit on name for ttl from now.
-func (b *Backend) ExtendPermit(ctx context.Context, name, owner string, ttl time.Duration) error {
-	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := b.now()
+// extendPermit renews owner's live permit on name for ttl from now. The
+// caller holds b.mu.
+func (b *Backend) extendPermit(name, owner string, ttl time.Duration, now time.Time) error {
 	p := b.permitState(name, now)
 	h, ok := p.holders[owner]
 	if !ok {
-		return notHeld(name)
+		return driver.NotHeld(name)
 	}
 	h.expires = now.Add(ttl)
 	p.holders[owner] = h
 	return nil
 }
 
-// ReleasePermit gives up owner's permit on name and wakes its line.
-func (b *Backend) ReleasePermit(ctx context.Context, name, owner string) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	p := b.permitState(name, b.now())
+// releasePermit gives up owner's permit on name and wakes its line. The
+// caller holds b.mu.
+func (b *Backend) releasePermit(name, owner string, now time.Time) error {
+	p := b.permitState(name, now)
 	if _, ok := p.holders[owner]; !ok {
-		return notHeld(name)
+		return driver.NotHeld(name)
 	}
 	delete(p.holders, owner)
 	p.wakeAll()
 	return nil
 }
 
-// AwaitPermit blocks until owner is woken, max has passed or ctx ends. It
-// returns at once when owner has no place in name's line.
-func (b *Backend) AwaitPermit(ctx context.Context, name, owner string, max time.Duration) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	var box chan struct{}
+// permitWakeBox returns the wake-up box of owner's place in name's line,
+// nil when it has none. The caller holds b.mu.
+func (b *Backend) permitWakeBox(name, owner string) chan struct{} {
 	if p := b.permits[name]; p != nil {
 		for _, pl := range p.line {
 			if pl.owner == owner {
-				box = pl.wake
+				return pl.wake
 			}
 		}
 	}
-	b.mu.Unlock()
-	if box == nil {
-		return ctx.Err()
-	}
-	return wake.Wait(ctx, box, max)
-}
-
-// LeavePermitLine removes owner's place from name's line.
-func (b *Backend) LeavePermitLine(ctx context.Context, name, owner string) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	p := b.permitState(name, b.now())
-	p.removePlace(slices.IndexFunc(p.line, func(pl *permitPlace) bool { return pl.owner == owner }))
 	return nil
 }
 
-// InspectPermits reports name's shape, live permits, waiters and last
-// writer.
-func (b *Backend) InspectPermits(ctx context.Context, name string) (lock.Permits, error) {
-	if err := fence.ValidateKey(name); err != nil {
-		return lock.Permits{}, fmt.Errorf("lock name: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return lock.Permits{}, err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := b.now()
+// leavePermitLine removes owner's place from name's line. The caller holds
+// b.mu.
+func (b *Backend) leavePermitLine(name, owner string, now time.Time) {
 	p := b.permitState(name, now)
-	ps := lock.Permits{Name: name, Kind: p.shape, Limit: p.limit, Waiting: len(p.line), LastWriter: p.lastWriter}
+	p.removePlace(slices.IndexFunc(p.line, func(pl *permitPlace) bool { return pl.owner == owner }))
+}
+
+// inspectPermits reports name's shape, live permits, waiters and last
+// writer. The caller holds b.mu.
+func (b *Backend) inspectPermits(name string, now time.Time) driver.Info {
+	p := b.permitState(name, now)
+	info := driver.Info{Name: name, Kind: p.shape, Limit: p.limit, Waiting: len(p.line), LastWriter: p.lastWriter}
 	for o, h := range p.holders {
-		ps.Holders = append(ps.Holders, lock.PermitHolder{Owner: o, Kind: h.kind, Token: h.token, TTL: h.expires.Sub(now)})
+		info.Holders = append(info.Holders, driver.Holder{Owner: o, Kind: h.kind, Token: h.token, TTL: h.expires.Sub(now)})
 	}
-	return ps, nil
+	return info
+}
+
+// semaphoreLimit is p's number of permits when it is a semaphore, else 0.
+func semaphoreLimit(p *permitName) int {
+	if p.shape == driver.Semaphore {
+		return p.limit
+	}
+	return 0
 }

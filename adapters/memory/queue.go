@@ -1,16 +1,13 @@
 package memory
 
 import (
-	"context"
 	"slices"
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/wake"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
-
-var _ lock.QueueBackend = (*Backend)(nil)
 
 // place is one waiter's place in a lock's queue: a FIFO per name, whose
 // entries expire unless their waiter renews them.
@@ -18,30 +15,18 @@ type place struct {
 	owner   string
 	expires time.Time
 	// wake gets a value when the waiter should ask again. Buffered (1), so
-	// a wake-up sent before the waiter calls AwaitTurn is kept for it.
+	// a wake-up sent before the waiter calls Await is kept for it.
 	wake chan struct{}
 }
 
-// AcquireOrEnqueue takes name for owner when the lock is free and nobody
-// is ahead of owner in its queue (minting a token as Acquire does), extends
+// acquireInLine takes name for owner when the lock is free and nobody is
+// ahead of owner in its queue (minting a token as acquireLock does), extends
 // owner's own lease, or else keeps owner's place in the queue for placeTTL
 // from now, adding it at the tail when owner has none, and returns a
-// *lock.HeldError: with the holder's remaining TTL when owner is first in
-// line, 0 otherwise. Places whose time ran out are dropped first.
-func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, placeTTL time.Duration) (fence.Token, error) {
-	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
-	if err != nil {
-		return 0, err
-	}
-	if err := lock.ValidatePlace(name, owner, ttl, placeTTL); err != nil {
-		return 0, err
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := b.now()
+// *driver.HeldError: with the holder's remaining TTL when owner is first in
+// line, 0 otherwise. Places whose time ran out are dropped first. The caller
+// holds b.mu.
+func (b *Backend) acquireInLine(name, owner string, ttl, placeTTL time.Duration, md string, now time.Time) (fence.Token, error) {
 	b.dropExpired(name, now)
 	q := b.queues[name]
 	at := slices.IndexFunc(q, func(p *place) bool { return p.owner == owner })
@@ -69,48 +54,30 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 	if held && at == 0 {
 		remaining = l.expires.Sub(now)
 	}
-	return 0, &lock.HeldError{Name: name, TTL: remaining}
+	return 0, &driver.HeldError{Name: name, TTL: remaining}
 }
 
 func newPlace(owner string) *place {
 	return &place{owner: owner, wake: wake.NewBox()}
 }
 
-// AwaitTurn blocks until owner is woken (the lock was released, or owner
-// became first in line while it is free), max has passed or ctx ends. It
-// returns at once when owner has no place in name's queue.
-func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	var box chan struct{}
+// lockWakeBox returns the wake-up box of owner's place in name's queue, nil
+// when it has none. The caller holds b.mu.
+func (b *Backend) lockWakeBox(name, owner string) chan struct{} {
 	for _, p := range b.queues[name] {
 		if p.owner == owner {
-			box = p.wake
+			return p.wake
 		}
 	}
-	b.mu.Unlock()
-	if box == nil {
-		return ctx.Err()
-	}
-	return wake.Wait(ctx, box, max)
+	return nil
 }
 
-// LeaveQueue removes owner's place from name's queue, waking the next
-// waiter when owner was first in line and the lock is free.
-func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// leaveLockLine removes owner's place from name's queue, waking the next
+// waiter when owner was first in line and the lock is free. The caller holds
+// b.mu.
+func (b *Backend) leaveLockLine(name, owner string, now time.Time) {
 	b.removePlace(name, slices.IndexFunc(b.queues[name], func(p *place) bool { return p.owner == owner }))
-	b.wakeFirst(name, b.now())
-	return nil
+	b.wakeFirst(name, now)
 }
 
 // Waiting returns the owners waiting for name, first in line first, places

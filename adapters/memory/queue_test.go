@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/adapters/memory"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // TestExpireWakesFirstWaiter: Expire, which simulates the end of a TTL,
@@ -16,15 +16,17 @@ import (
 func TestExpireWakesFirstWaiter(t *testing.T) {
 	ctx := context.Background()
 	b := memory.NewBackend()
-	if _, err := b.Acquire(ctx, "l", "holder", time.Minute); err != nil {
+	lockReq := driver.Request{Name: "l", Owner: "holder", TTL: time.Minute, Kind: driver.Exclusive}
+	if _, err := b.Acquire(ctx, lockReq); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.AcquireOrEnqueue(ctx, "l", "a", time.Minute, time.Minute); !errors.Is(err, lock.ErrHeld) {
-		t.Fatalf("AcquireOrEnqueue = %v; want ErrHeld", err)
+	inLine := driver.Request{Name: "l", Owner: "a", TTL: time.Minute, Kind: driver.Exclusive, Place: time.Minute}
+	if _, err := b.Acquire(ctx, inLine); !errors.Is(err, driver.ErrHeld) {
+		t.Fatalf("Acquire with a place = %v; want ErrHeld", err)
 	}
 	b.Expire("l")
 	done := make(chan error, 1)
-	go func() { done <- b.AwaitTurn(ctx, "l", "a", time.Minute) }()
+	go func() { done <- b.Await(ctx, driver.Claim{Name: "l", Owner: "a", Kind: driver.Exclusive}, time.Minute) }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -33,7 +35,7 @@ func TestExpireWakesFirstWaiter(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Expire did not wake the first waiter")
 	}
-	if _, err := b.AcquireOrEnqueue(ctx, "l", "a", time.Minute, time.Minute); err != nil {
+	if _, err := b.Acquire(ctx, inLine); err != nil {
 		t.Fatalf("the woken waiter: %v", err)
 	}
 }

@@ -1,32 +1,20 @@
 package memory
 
 import (
-	"context"
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
-var _ lock.Resumer = (*Backend)(nil)
-
-// Resume renews owner's live lease on name to ttl from now and returns its
-// token, keeping its metadata, in one section under the backend's mutex. When
-// owner does not hold name it returns an error matching lock.ErrNotHeld and
-// changes nothing.
-func (b *Backend) Resume(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
-		return 0, err
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := b.now()
+// resume renews owner's live lease on name to ttl from now and returns its
+// token, keeping its metadata. When owner does not hold name it returns an
+// error matching driver.ErrNotHeld and changes nothing. The caller holds
+// b.mu.
+func (b *Backend) resume(name, owner string, ttl time.Duration, now time.Time) (fence.Token, error) {
 	l, ok := b.live(name, now)
 	if !ok || l.owner != owner {
-		return 0, notHeld(name)
+		return 0, driver.NotHeld(name)
 	}
 	l.expires = now.Add(ttl)
 	b.leases[name] = l

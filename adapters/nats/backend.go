@@ -12,16 +12,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
-
-var _ lock.Backend = (*Backend)(nil)
 
 // Granularity is the unit in which nats-server counts a per-message TTL:
 // whole seconds (it truncates anything finer, and refuses less than one).
-// A Backend rounds every TTL up to it, so a lease never ends before the TTL
-// its caller asked for; it may last up to one Granularity longer, plus the
-// server's expiry sweep.
+// A Backend rounds every lease's and place's TTL up to it rather than refuse
+// one that is not whole seconds: a lease never ends before the TTL its
+// caller asked for; it may last up to one Granularity longer (500 ms is held
+// for 1 s, 1.5 s for 2 s), plus the server's expiry sweep. See Backend. A conformance run of a Backend
+// declares it: drivertest.Run(t, newBackend, drivertest.TTLGranularity(Granularity)).
 const Granularity = time.Second
 
 // releaseMarkerTTL is how long the KV delete marker that a Release leaves
@@ -39,12 +39,25 @@ type BackendOptions struct {
 	Prefix string
 }
 
-// Backend is a lock.Backend on a JetStream KV bucket. A lease is one KV
+// Backend is a driver.Backend on a JetStream KV bucket: a lock.Client over
+// it serves every lock shape (see driver.go). A lease is one KV
 // entry: its data is the owner (and the holder metadata), and every message
 // that takes or renews it carries a per-message TTL (the Nats-TTL header,
 // whole seconds), so the server removes the entry when the lease ends,
 // whatever happens to the client: expiry is judged by the server's clock,
 // never a client's.
+//
+// The server counts that TTL in whole seconds, so the Backend rounds every
+// lease's TTL (and every place's in line) up to the next second
+// (Granularity) instead of refusing one that is not whole seconds: a
+// lock.Client asking for 500 ms gets a lease the server keeps for 1 s. The
+// Client's local deadline (Lease.Deadline, Lease.Done) still follows the
+// 500 ms asked for, so the holder stops in time; what the rounding changes
+// is that another owner waits up to the whole second after a holder that
+// stopped renewing, and that Inspect (Client.Inspect, Lease.TTL) reports the
+// server's remaining TTL, which can be above the TTL asked for. Permits of
+// semaphores and read-write locks are not per-key TTLs and keep the
+// millisecond. TestSubSecondTTLIsHeldAWholeSecond pins this.
 //
 // The token is the stream sequence of the message that took the lock: the
 // revision the entry got when it was created. Sequences are issued by the
@@ -61,6 +74,10 @@ type Backend struct {
 	b     *bucket
 	cache leaseCache
 	waker waker // queued waiting: see queue.go
+	// Semaphores and read-write locks: see permit.go.
+	clock       serverClock
+	permitCache permitCache
+	permitWaits permitWaker
 }
 
 // NewBackend returns a Backend that keeps its leases in the KV bucket named
@@ -106,10 +123,6 @@ func serverHasKeyTTL(v string) bool {
 
 // Key is the KV key that holds the lease on name.
 func (b *Backend) Key(name string) string { return b.b.key("lock", name) }
-
-// TTLGranularity is Granularity: locktest judges the TTLs this Backend
-// reports and keeps against it.
-func (b *Backend) TTLGranularity() time.Duration { return Granularity }
 
 // keyTTL is ttl rounded up to whole seconds, the server's unit.
 func keyTTL(ttl time.Duration) time.Duration {
@@ -176,26 +189,19 @@ func renewal(tok fence.Token) natsgo.Header {
 	return natsgo.Header{tokenHeader: []string{strconv.FormatInt(int64(tok), 10)}}
 }
 
-// Acquire takes name for owner and returns the revision of the message that
-// took it as the token, or, when owner already holds it, renews the lease
-// to ttl (rounded up to whole seconds) and returns the same token. When
-// another owner holds it, the error is a *lock.HeldError (with TTL 0:
-// working it out would cost a round trip on every refused attempt).
+// acquireLock takes name for owner and returns the revision of the message
+// that took it as the token, or, when owner already holds it, renews the
+// lease to ttl (rounded up to whole seconds) and returns the same token.
+// When another owner holds it, the error is a *driver.HeldError (with TTL
+// 0: working it out would cost a round trip on every refused attempt).
 //
 // It is two round trips when uncontended: a read of the entry on the
 // stream's leader, then a write that expects the read revision (0 when the
 // entry is absent; a delete or limit marker's revision when one is there,
 // which is where a plain KV Create would fail: nats-server#5162). The holder
-// metadata ctx carries (lock.ContextWithMetadata) is written with the lease,
-// replacing what a same-owner Acquire stored before.
-func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
-	if err != nil {
-		return 0, err
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
+// metadata md is written with the lease, replacing what a same-owner
+// acquire stored before.
+func (b *Backend) acquireLock(ctx context.Context, name, owner, md string, ttl time.Duration) (fence.Token, error) {
 	k := b.Key(name)
 	for attempt := 0; ; attempt++ {
 		cur, l, err := b.lookup(ctx, k, owner, attempt)
@@ -221,7 +227,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 				return 0, opError(ctx, "acquire", name, err)
 			}
 		case l.owner != owner:
-			return 0, &lock.HeldError{Name: name}
+			return 0, &driver.HeldError{Name: name}
 		default:
 			seq, err := b.b.write(ctx, k, l.seq, renewal(l.token), leaseData(owner, md), keyTTL(ttl))
 			if err == nil {
@@ -259,20 +265,14 @@ func (b *Backend) lookup(ctx context.Context, key, owner string, attempt int) (*
 	return cur, l, err
 }
 
-// Extend renews owner's lease on name to ttl (rounded up to whole seconds)
+// extendLock renews owner's lease on name to ttl (rounded up to whole seconds)
 // from now, keeping its token and metadata: a read, then a write that
 // expects the read revision, which carries the TTL again. (A KV Update
 // would drop it, and the renewed lease would never end: nats.go#1994.) A
 // lease that has ended has no entry any more, or one of another owner, and
 // the write expects the revision that was read, so a lost lease is never
 // re-created.
-func (b *Backend) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
-	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+func (b *Backend) extendLock(ctx context.Context, name, owner string, ttl time.Duration) error {
 	k := b.Key(name)
 	for attempt := 0; ; attempt++ {
 		_, l, err := b.lookup(ctx, k, owner, attempt)
@@ -280,7 +280,7 @@ func (b *Backend) Extend(ctx context.Context, name, owner string, ttl time.Durat
 			return opError(ctx, "extend", name, err)
 		}
 		if l == nil || l.owner != owner {
-			return notHeld(name)
+			return driver.NotHeld(name)
 		}
 		seq, err := b.b.write(ctx, k, l.seq, renewal(l.token), leaseData(owner, l.metadata), keyTTL(ttl))
 		if err == nil {
@@ -294,17 +294,11 @@ func (b *Backend) Extend(ctx context.Context, name, owner string, ttl time.Durat
 	}
 }
 
-// Release ends owner's lease on name: a read, then a KV delete marker
+// releaseLock ends owner's lease on name: a read, then a KV delete marker
 // written with the read revision expected, so a lease that changed hands in
 // between is left alone. The marker carries a TTL of its own (one second),
 // so released names leave nothing behind.
-func (b *Backend) Release(ctx context.Context, name, owner string) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+func (b *Backend) releaseLock(ctx context.Context, name, owner string) error {
 	k := b.Key(name)
 	for attempt := 0; ; attempt++ {
 		_, l, err := b.lookup(ctx, k, owner, attempt)
@@ -312,7 +306,7 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 			return opError(ctx, "release", name, err)
 		}
 		if l == nil || l.owner != owner {
-			return notHeld(name)
+			return driver.NotHeld(name)
 		}
 		_, err = b.b.write(ctx, k, l.seq, natsgo.Header{kvOpHeader: []string{"DEL"}}, nil, releaseMarkerTTL)
 		b.cache.drop(k) // released, unknown, or to be read again
@@ -325,56 +319,104 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 	}
 }
 
-// Inspect reports the holder of name, its token and metadata (one read on
-// the stream's leader) and its remaining TTL: the lease message's time and
-// TTL, both the server's, against the server's clock, which a stream info
-// request (a second round trip) reports. The server removes an entry on a
-// one-second sweep after its TTL has passed, so a lease can still be held
-// for up to about a second after Inspect reported its last millisecond.
-func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
-	if err := fence.ValidateKey(name); err != nil {
-		return lock.Info{}, fmt.Errorf("lock name: %w", err)
+// inspectLock reports the holder of name (its owner, token, metadata and
+// remaining TTL) and the live places in its line, in two requests sent
+// together: a multi-last read of the lock key and of every place in its
+// queue (the direct get of lastMany, which any replica may answer), and a
+// stream info request, which the stream's leader answers with its clock,
+// its last revision and whether the lock key has a message. A read older
+// than that revision (from a replica that had not applied every write
+// acknowledged before the call) is asked again, up to maxStaleReads times,
+// and the lock key is then read on the leader: the holder reported is
+// never older than the call (the places counted are then the replica's).
+// The remaining TTL is the lease message's time and TTL, both the
+// server's, against the leader's clock. The server removes an entry on a
+// one-second sweep after its TTL has passed, so a lease can still be held,
+// and a place counted, for up to about a second after its TTL. The
+// holder's own leftover place (see acquireInLine) is not counted; a line of
+// more than 1024 places fails the read.
+func (b *Backend) inspectLock(ctx context.Context, name string) (driver.Info, error) {
+	lk := b.b.subject + b.Key(name)
+	subjects := []string{lk, b.b.subject + b.QueueKey(name) + ".>"}
+	var (
+		leader streamInfo
+		at     clockSample
+		lerr   error
+		done   = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		leader, at, lerr = b.leaderInfo(ctx, lk)
+	}()
+	rs, upTo, err := b.b.lastManyOnce(ctx, subjects)
+	<-done
+	if err == nil {
+		err = lerr
 	}
-	if err := ctx.Err(); err != nil {
-		return lock.Info{}, err
+	behind := func() bool { return readBehind(len(rs) > 0, upTo, leader, lk, b.b.written.Load()) }
+	for i := 0; err == nil && i < maxStaleReads && behind(); i++ {
+		rs, upTo, err = b.b.lastManyOnce(ctx, subjects)
 	}
-	cur, l, err := b.readLease(ctx, b.Key(name))
 	if err != nil {
-		return lock.Info{}, opError(ctx, "inspect", name, err)
+		return driver.Info{}, opError(ctx, "inspect", name, err)
+	}
+	var cur *record
+	var places []*record
+	for _, r := range rs {
+		switch {
+		case r.subject == lk:
+			cur = r.rec
+		case !r.rec.removed():
+			places = append(places, r.rec)
+		}
+	}
+	if behind() {
+		if cur, err = b.b.last(ctx, b.Key(name)); err != nil {
+			return driver.Info{}, opError(ctx, "inspect", name, err)
+		}
+	}
+	l, err := parseLease(cur)
+	if err != nil {
+		return driver.Info{}, fmt.Errorf("fencekit/nats: inspect %q: %w", name, err)
+	}
+	info := driver.Info{Name: name, Kind: driver.Exclusive}
+	for _, p := range places {
+		if l == nil || string(p.data) != l.owner {
+			info.Waiting++
+		}
 	}
 	if l == nil {
-		return lock.Info{Name: name}, nil
+		return info, nil
 	}
-	info := lock.Info{Name: name, Held: true, Owner: l.owner, Token: l.token, Metadata: l.metadata}
 	ttl, err := parseMsgTTL(cur.header.Get(ttlHeader))
 	if err != nil {
-		return lock.Info{}, fmt.Errorf("fencekit/nats: inspect %q: %w", name, err)
+		return driver.Info{}, fmt.Errorf("fencekit/nats: inspect %q: %w", name, err)
 	}
-	now, err := b.serverNow(ctx)
-	if err != nil {
-		return lock.Info{}, opError(ctx, "inspect", name, err)
-	}
-	info.TTL = max(cur.time.Add(ttl).Sub(now), time.Millisecond)
+	info.Holders = []driver.Holder{{
+		Owner: l.owner, Kind: driver.Exclusive, Token: l.token, Metadata: l.metadata,
+		TTL: max(cur.time.Add(ttl).Sub(time.Unix(0, at.server)), time.Millisecond),
+	}}
 	return info, nil
+}
+
+// readBehind reports whether a multi-last read of the lock subject lk and
+// its line, which matched something (matched) as of revision upTo, is older
+// than the leader's state in leader (a stream info filtered on lk) or than
+// this bucket's own acknowledged writes (written): then it may miss a write
+// acknowledged before the call. A read that matched nothing has no
+// revision to judge by: it is behind when the leader has a message on lk.
+func readBehind(matched bool, upTo uint64, leader streamInfo, lk string, written uint64) bool {
+	if !matched {
+		return leader.State.Subjects[lk] > 0
+	}
+	return upTo < max(leader.State.LastSeq, written)
 }
 
 // serverNow is the time on the clock of the stream's leader, from a stream
 // info request.
 func (b *Backend) serverNow(ctx context.Context) (time.Time, error) {
-	ctx, cancel := b.b.withTimeout(ctx)
-	defer cancel()
-	var s jetstream.Stream
-	err := untilConnLost(ctx, b.b.js.Conn(), func(ctx context.Context) (err error) {
-		s, err = b.b.js.Stream(ctx, b.b.stream)
-		return err
-	})
-	if err = noReply(ctx, err); err != nil {
-		return time.Time{}, err
-	}
-	if ts := s.CachedInfo().TimeStamp; !ts.IsZero() {
-		return ts, nil
-	}
-	return time.Time{}, fmt.Errorf("the server reports no time in its stream info")
+	_, s, err := b.leaderInfo(ctx, "")
+	return time.Unix(0, s.server), err
 }
 
 // parseMsgTTL reads a Nats-TTL header as the server does: a Go duration
@@ -388,8 +430,4 @@ func parseMsgTTL(v string) (time.Duration, error) {
 		return 0, fmt.Errorf("%w: TTL header %q", ErrMalformedRecord, v)
 	}
 	return time.Duration(n) * time.Second, nil
-}
-
-func notHeld(name string) error {
-	return fmt.Errorf("%w: %q", lock.ErrNotHeld, name)
 }

@@ -98,7 +98,7 @@ func BenchmarkFencedAcquireRelease(b *testing.B) {
 
 // BenchmarkFencedQueuedAcquireRelease is BenchmarkFencedAcquireRelease
 // through Client.Acquire, which waits in line on this Backend
-// (AcquireOrEnqueue): uncontended, it costs what TryAcquire costs.
+// (Acquire with a place): uncontended, it costs what TryAcquire costs.
 func BenchmarkFencedQueuedAcquireRelease(b *testing.B) {
 	nc, js, bucket := benchEnv(b)
 	client := lock.New(newBackend(b, js, bucket), nil)
@@ -149,7 +149,8 @@ func BenchmarkKVCreateDelete(b *testing.B) {
 // the same Store wrote or read, and for Extend, Release and a same-owner
 // Acquire of a lease the same Backend took or renewed last; three when the
 // remembered revision is stale (the refused write, a read, the write); two
-// for Inspect (a read and a stream info for the server's clock).
+// for Inspect, sent together (a read of the lock key and its line, and a
+// stream info for the server's clock and last revision).
 func TestRoundTrips(t *testing.T) {
 	nc, js := natstest.Connect(t, natstest.Single(t).URLs())
 	bucket := natstest.Bucket(t, js, 1)
@@ -165,14 +166,15 @@ func TestRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := fencenats.NewBackend(testkit.Context(t), js, bucket, nil)
+	rb, err := fencenats.NewBackend(testkit.Context(t), js, bucket, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b2, err := fencenats.NewBackend(testkit.Context(t), js, bucket, nil)
+	rb2, err := fencenats.NewBackend(testkit.Context(t), js, bucket, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	b, b2 := direct{rb}, direct{rb2}
 	ctx := testkit.Context(t)
 	owner := testkit.Owner(t)
 	for _, c := range []struct {

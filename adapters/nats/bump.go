@@ -36,15 +36,20 @@ type BumpResult struct {
 // takes locks stopped, as docs/operations.md ("After a restore") says. by
 // must exceed the number of messages the bucket may have received since
 // the backup: every take, renewal and release of any lock in the bucket is
-// one.
+// one, and so is every change of a permit name.
 //
 // A client can raise a stream's sequence only by purging it: a purge up to
 // a sequence above the last one leaves the stream empty, with that
 // sequence next. So Bump removes every record of the bucket: every lease
-// ends, as if it had expired (its holder's next renewal finds it gone).
+// ends, as if it had expired (its holder's next renewal finds it gone),
+// and so does every permit of a semaphore or read-write lock, whose name
+// also forgets its last writer (a reader's next PriorWriter is 0, which a
+// fenced value's fence is above: the read counts as possibly stale, the
+// safe side; a restore may have rewound that last writer anyway).
 // Bump therefore refuses, with an error matching ErrBumpNotLeasesOnly and
-// nothing changed, when the bucket holds any record other than a lease of
-// some prefix: keep a Store's records in a bucket of their own. It also
+// nothing changed, when the bucket holds any record other than a lease or
+// a permit name's state of some prefix: keep a Store's records in a bucket
+// of their own. It also
 // refuses a by that is not positive, or one that would take the sequence
 // past fence.MaxToken (fence.ErrInvalid). A record written between Bump's
 // check and its purge (a process that was not stopped) is removed with
@@ -105,8 +110,15 @@ func (b *Backend) Bump(ctx context.Context, by int64) (BumpResult, error) {
 }
 
 // isLeaseKey reports whether key is a Backend's lease key,
-// "<prefix>.lock.<base64url(name)>", for any prefix.
+// "<prefix>.lock.<base64url(name)>", or the state of a permit name,
+// "<prefix>.permit.<base64url(name)>" (its permits are leases, and its
+// last writer a token that a restore may have rewound as well), for any
+// prefix.
 func isLeaseKey(key string) bool {
 	toks := strings.Split(key, ".")
-	return len(toks) >= 3 && toks[len(toks)-2] == "lock" && toks[len(toks)-1] != ""
+	if len(toks) < 3 || toks[len(toks)-1] == "" {
+		return false
+	}
+	kind := toks[len(toks)-2]
+	return kind == "lock" || kind == "permit"
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	fencenats "github.com/fencekit/fencekit/adapters/nats"
@@ -16,6 +17,7 @@ import (
 	"github.com/fencekit/fencekit/fence/fencetest"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // streamLeader returns the name of the bucket stream's leader, polling
@@ -47,7 +49,7 @@ const workloadTTL = 3 * time.Second
 // owner, until stop is closed, retrying transient failures. It fails t if a
 // token is not above every token acknowledged before, and returns the
 // largest acknowledged token and the number of acquisitions.
-func lockWorkload(t *testing.T, b lock.Backend, name string, stop <-chan struct{}, progress *atomic.Int64) (fence.Token, int) {
+func lockWorkload(t *testing.T, b direct, name string, stop <-chan struct{}, progress *atomic.Int64) (fence.Token, int) {
 	var maxTok fence.Token
 	n := 0
 	for {
@@ -69,7 +71,7 @@ func lockWorkload(t *testing.T, b lock.Backend, name string, stop <-chan struct{
 			_ = b.Release(ctx, name, owner)
 		}
 		cancel()
-		if err != nil && !lock.Retryable(err) && !errors.Is(err, lock.ErrHeld) && !errors.Is(err, context.DeadlineExceeded) {
+		if err != nil && !driver.Retryable(err) && !errors.Is(err, lock.ErrHeld) && !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Acquire: %v", err)
 		}
 	}
@@ -88,9 +90,10 @@ func TestLeaderKillDuringWorkload(t *testing.T) {
 
 // TestLeaderPauseDuringWorkload freezes (SIGSTOP) the leader of an R3
 // bucket's stream during the same workloads, until the others have elected
-// a new leader and the lock works again, then lets it run (SIGCONT): for a
-// moment it still believes it leads, as a leader cut off by a partition
-// does. The Store's history must stay linearizable and the tokens rising.
+// a new leader, then lets it run (SIGCONT): for a moment it still believes
+// it leads, as a leader cut off by a partition does. The tokens must keep
+// rising throughout, and the Store's histories across the fault and after
+// the resumed node has stepped down must be linearizable.
 func TestLeaderPauseDuringWorkload(t *testing.T) {
 	t.Parallel()
 	leaderFaultDuringWorkload(t, "paused", (*natstest.Node).Pause, (*natstest.Node).Resume)
@@ -102,42 +105,36 @@ func TestLeaderPauseDuringWorkload(t *testing.T) {
 // The workloads' client may be connected to the faulted node (with
 // nats.go's default options, as here, a client of a frozen server waits
 // for it: docs/nats.md), so progress is only required after the heal.
+//
+// The lock workload runs from start to end. Store histories are checked
+// one after the other from the start until the new leader is elected (the
+// one in flight then is cut short, before the heal), and then two more
+// once the healed node itself names another leader. Not in between: a
+// paused leader that resumes answers reads from its old state until it
+// hears of the new leader (NATS's Raft has no read lease: docs/nats.md, as
+// for a partition), so a Get there may miss acknowledged writes however
+// correct the adapter is; whether one did was timing luck. Across that
+// window the fencing is what must hold, and the lock workload checks it.
 func leaderFaultDuringWorkload(t *testing.T, what string, fault, heal func(*natstest.Node) error) {
-	c := natstest.New(t, natstest.Config{Nodes: 3})
+	c := natstest.New(t, natstest.Config{Nodes: 3, Monitor: true})
 	_, js := natstest.Connect(t, c.URLs())
 	bucket := natstest.Bucket(t, js, 3)
-	store, backend := newStore(t, js, bucket), newBackend(t, js, bucket)
+	store, backend := newStore(t, js, bucket), direct{newBackend(t, js, bucket)}
 
 	stop := make(chan struct{})
 	stopOnce := sync.OnceFunc(func() { close(stop) })
-	var progress, histories atomic.Int64
+	var progress atomic.Int64
 	var wg sync.WaitGroup
 	// On a failed check, end the workloads before the connection closes.
 	t.Cleanup(func() { stopOnce(); wg.Wait() })
-	var linErr error
 	var maxTok fence.Token
-	wg.Add(2)
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		maxTok, _ = lockWorkload(t, backend, "leader-kill", stop, &progress)
 	}()
-	go func() {
-		defer wg.Done()
-		// One history takes a fraction of a second on a healthy
-		// cluster: check one after the other, on fresh keys, until the
-		// fault has come and gone.
-		for linErr == nil {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-			linErr = fencetest.CheckLinearizable(ctx, store, fencetest.Namespace(), &fencetest.LinearizableOptions{Workers: 4, Ops: 30})
-			cancel()
-			histories.Add(1)
-		}
-	}()
+	endHistories := checkHistories(store)
+	t.Cleanup(func() { _, _ = endHistories() })
 	waitProgress(t, &progress, 5)
 	leader := streamLeader(t, js, bucket)
 	var killed *natstest.Node
@@ -159,34 +156,63 @@ func leaderFaultDuringWorkload(t *testing.T, what string, fault, heal func(*nats
 			others = append(others, n.URL())
 		}
 	}
-	_, watch := natstest.Connect(t, others)
-	for streamLeader(t, watch, bucket) == leader {
-		if time.Since(start) > 60*time.Second {
+	_, watch := natstest.Connect(t, others, natsgo.IgnoreDiscoveredServers())
+	newLeader := ""
+	for deadline := start.Add(60 * time.Second); ; {
+		if l := streamLeaderOnce(watch, bucket); l != "" && l != leader {
+			newLeader = l
+			break
+		}
+		if time.Now().After(deadline) {
 			t.Fatalf("no new leader 60s after the leader was %s", what)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Logf("new leader after %v", time.Since(start))
+	t.Logf("%s elected after %v", newLeader, time.Since(start))
+	histories, linErr := endHistories()
+	if linErr != nil {
+		t.Fatalf("Store history across the leader fault: %v", linErr)
+	}
 	if err := heal(killed); err != nil {
 		t.Fatal(err)
 	}
 	waitProgress(t, &progress, progress.Load()+5)
-	// Two whole Store histories after the heal, while the healed node
-	// finds out where it stands.
-	waitProgress(t, &histories, histories.Load()+2)
-	t.Logf("healed node back after %v", time.Since(start))
+	t.Logf("lock works after %v", time.Since(start))
+	stream := "KV_" + bucket
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		l, err := killed.StreamLeader(stream)
+		if err == nil && l != "" && l != killed.Name {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (%s, then healed) still names leader %q (%v) after 60s", killed.Name, what, l, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("%s follows again after %v", killed.Name, time.Since(start))
+	// Two whole Store histories while the healed node catches up.
+	for i := range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		err := fencetest.CheckLinearizable(ctx, store, fencetest.Namespace(), &fencetest.LinearizableOptions{Workers: 4, Ops: 30})
+		cut := ctx.Err()
+		cancel()
+		if err != nil {
+			t.Fatalf("Store history %d after the heal: %v", i+1, err)
+		}
+		if cut != nil {
+			t.Fatalf("Store history %d after the heal not done within 60s", i+1)
+		}
+		histories++
+	}
 	stopOnce()
 	wg.Wait()
 	t.Logf("workloads done after %v", time.Since(start))
-	if linErr != nil {
-		t.Fatalf("Store history across the leader fault: %v", linErr)
-	}
 	// An acquisition whose reply was lost may hold the lock until its TTL.
 	var tok fence.Token
 	var err error
 	for deadline := time.Now().Add(2*workloadTTL + 10*time.Second); ; {
 		tok, err = backend.Acquire(testkit.Context(t), "leader-kill", testkit.Owner(t), workloadTTL)
-		if err == nil || !lock.Retryable(err) || time.Now().After(deadline) {
+		if err == nil || !driver.Retryable(err) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -194,7 +220,31 @@ func leaderFaultDuringWorkload(t *testing.T, what string, fault, heal func(*nats
 	if err != nil || tok <= maxTok {
 		t.Fatalf("Acquire after the workload = %d, %v; want a token above %d", tok, err, maxTok)
 	}
-	t.Logf("leader %s %s; %d acquisitions, largest token %d; %d Store histories checked", leader, what, progress.Load(), maxTok, histories.Load())
+	t.Logf("leader %s %s; %d acquisitions, largest token %d; %d Store histories checked", leader, what, progress.Load(), maxTok, histories)
+}
+
+// checkHistories checks Store histories on store one after the other, each
+// on fresh keys, until the function it returns is called: that cuts the
+// history in flight short (its calls cut count as unknown outcomes), waits
+// for its check, and returns how many histories were checked and the first
+// error. Calling it again returns the same.
+func checkHistories(store fence.Store) func() (int, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var n int
+	var err error
+	go func() {
+		defer close(done)
+		for err == nil && ctx.Err() == nil {
+			err = fencetest.CheckLinearizable(ctx, store, fencetest.Namespace(), &fencetest.LinearizableOptions{Workers: 4, Ops: 30})
+			n++
+		}
+	}()
+	return sync.OnceValues(func() (int, error) {
+		cancel()
+		<-done
+		return n, err
+	})
 }
 
 // waitProgress waits until progress reaches n, failing t after 60s.
@@ -229,7 +279,7 @@ func TestCrashEveryNode(t *testing.T) {
 			c := natstest.New(t, natstest.Config{Nodes: 3, SyncAlways: sc.always})
 			_, js := natstest.Connect(t, c.URLs())
 			bucket := natstest.Bucket(t, js, 3)
-			store, backend := newStore(t, js, bucket), newBackend(t, js, bucket)
+			store, backend := newStore(t, js, bucket), direct{newBackend(t, js, bucket)}
 
 			stop := make(chan struct{})
 			var progress atomic.Int64
@@ -280,7 +330,7 @@ func TestCrashEveryNode(t *testing.T) {
 			var err error
 			for deadline := time.Now().Add(30 * time.Second); ; {
 				tok, err = backend.Acquire(ctx, "crash", testkit.Owner(t), 10*time.Second)
-				if err == nil || time.Now().After(deadline) || !lock.Retryable(err) {
+				if err == nil || time.Now().After(deadline) || !driver.Retryable(err) {
 					break
 				}
 				time.Sleep(100 * time.Millisecond)
@@ -314,7 +364,7 @@ func TestNoQuorumFailsTransient(t *testing.T) {
 	c := natstest.New(t, natstest.Config{Nodes: 3})
 	_, js := natstest.Connect(t, c.URLs()[:1])
 	bucket := natstest.Bucket(t, js, 3)
-	store, backend := newStore(t, js, bucket), newBackend(t, js, bucket)
+	store, backend := newStore(t, js, bucket), direct{newBackend(t, js, bucket)}
 	c.Nodes[1].Kill()
 	c.Nodes[2].Kill()
 	for _, call := range []struct {
@@ -333,7 +383,7 @@ func TestNoQuorumFailsTransient(t *testing.T) {
 		took := time.Since(start)
 		ended := ctx.Err()
 		cancel()
-		if err == nil || !lock.Retryable(err) || ended != nil {
+		if err == nil || !driver.Retryable(err) || ended != nil {
 			t.Errorf("%s without a quorum: %v after %v; want a retryable error before the context ends", call.name, err, took)
 		}
 		if took > fencenats.RequestTimeout+5*time.Second {
@@ -354,7 +404,7 @@ func TestTokensAfterEmptyStreamRestart(t *testing.T) {
 		c := natstest.New(t, natstest.Config{Nodes: 1})
 		_, js := natstest.Connect(t, c.URLs())
 		bucket := natstest.Bucket(t, js, 1)
-		b := newBackend(t, js, bucket)
+		b := direct{newBackend(t, js, bucket)}
 		ctx := testkit.Context(t)
 		var last fence.Token
 		for i := 0; i < 3; i++ {
@@ -399,7 +449,7 @@ func TestTokensAfterEmptyStreamRestart(t *testing.T) {
 		var err error
 		for deadline := time.Now().Add(30 * time.Second); ; {
 			tok, err = b.Acquire(ctx, "empty", testkit.Owner(t), time.Second)
-			if err == nil || !lock.Retryable(err) || time.Now().After(deadline) {
+			if err == nil || !driver.Retryable(err) || time.Now().After(deadline) {
 				break
 			}
 			time.Sleep(100 * time.Millisecond)

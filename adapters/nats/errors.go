@@ -9,7 +9,7 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 var (
@@ -63,7 +63,7 @@ func isConflict(err error) bool {
 
 // opError wraps a failed call. A failure that a retry may cure (no
 // responders, a request timed out, a connection being re-made, JetStream
-// temporarily unavailable during an election) is marked lock.Transient.
+// temporarily unavailable during an election) is marked driver.Transient.
 // When ctx has ended, the error matches ctx.Err() too.
 func opError(ctx context.Context, op, key string, err error) error {
 	cerr := ctx.Err()
@@ -75,7 +75,7 @@ func opError(ctx context.Context, op, key string, err error) error {
 	}
 	err = fmt.Errorf("fencekit/nats: %s %q: %w", op, key, err)
 	if cerr == nil && transient(err) {
-		return lock.Transient(err)
+		return driver.Transient(err)
 	}
 	return err
 }

@@ -13,8 +13,10 @@ import (
 )
 
 // A lock and a fenced store on one bucket. The bucket allows per-key TTLs
-// (LimitMarkerTTL), which the Backend needs; three replicas keep it through
-// the loss of any one server. (Compiled, not run: it needs a server.)
+// (LimitMarkerTTL), which the Backend needs. Replicas: 1 on a single server,
+// which refuses more (JetStream error 10074); on a cluster of three servers
+// or more, Replicas: 3 keeps the bucket through the loss of any one.
+// (Compiled, not run: it needs a server.)
 func Example() {
 	ctx := context.Background()
 	nc, err := natsgo.Connect("nats://127.0.0.1:4222")
@@ -26,7 +28,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "locks", Replicas: 3, LimitMarkerTTL: time.Second}); err != nil {
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "locks", Replicas: 1, LimitMarkerTTL: time.Second}); err != nil {
 		log.Fatal(err)
 	}
 	backend, err := fencenats.NewBackend(ctx, js, "locks", nil)

@@ -41,9 +41,11 @@ func TestList(t *testing.T) {
 	require.Len(t, infos, 2)
 	require.Equal(t, "jobs/a%2F", infos[0].Name)
 	got := infos[1]
-	require.True(t, got.TTL > 8*time.Second && got.TTL <= 10*time.Second, got.TTL)
-	got.TTL = 0
-	require.Equal(t, lock.Info{Name: "jobs/b", Held: true, Owner: leases[0].Owner(), Token: leases[0].Token(), Metadata: "host=a pid=1"}, got)
+	require.Len(t, got.Holders, 1)
+	ttl := got.Holders[0].TTL
+	require.True(t, ttl > 8*time.Second && ttl <= 10*time.Second, ttl)
+	got.Holders[0].TTL = 0
+	require.Equal(t, lock.Info{Name: "jobs/b", Holders: []lock.Holder{{Owner: leases[0].Owner(), Token: leases[0].Token(), Metadata: "host=a pid=1"}}}, got)
 
 	infos, err = b.List(ctx, "")
 	require.NoError(t, err)

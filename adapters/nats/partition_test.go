@@ -17,6 +17,7 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // partitionOp is one call of the partition workload, as its caller saw it.
@@ -58,7 +59,7 @@ func (h *partitionHistory) add(o partitionOp) {
 // the shared key fenced with the token, now and then writes again with its
 // previous token (a holder that does not know it lost the lock), and
 // releases, until stop is closed.
-func partitionWorker(h *partitionHistory, minority bool, b *fencenats.Backend, s *fencenats.Store, stop <-chan struct{}) {
+func partitionWorker(h *partitionHistory, minority bool, b direct, s *fencenats.Store, stop <-chan struct{}) {
 	var prev fence.Token
 	for i := 0; ; i++ {
 		select {
@@ -151,7 +152,7 @@ func TestLeaderPartitionDuringWorkload(t *testing.T) {
 	// a real partition would.
 	prefix := &fencenats.BackendOptions{Prefix: testkit.Namespace(t)}
 	sprefix := &fencenats.StoreOptions{Prefix: prefix.Prefix}
-	side := func(urls []string) (*fencenats.Backend, *fencenats.Store) {
+	side := func(urls []string) (direct, *fencenats.Store) {
 		_, js := natstest.Connect(t, urls, natsgo.IgnoreDiscoveredServers())
 		b, err := fencenats.NewBackend(t.Context(), js, bucket, prefix)
 		if err != nil {
@@ -161,7 +162,7 @@ func TestLeaderPartitionDuringWorkload(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return b, s
+		return direct{b}, s
 	}
 	minB, minS := side([]string{c.Nodes[li].URL()})
 	majB, majS := side(majURLs)
@@ -174,7 +175,7 @@ func TestLeaderPartitionDuringWorkload(t *testing.T) {
 	t.Cleanup(func() { stopOnce(); wg.Wait() })
 	for _, w := range []struct {
 		minority bool
-		b        *fencenats.Backend
+		b        direct
 		s        *fencenats.Store
 	}{{true, minB, minS}, {true, minB, minS}, {false, majB, majS}, {false, majB2, majS2}} {
 		wg.Add(1)
@@ -327,11 +328,11 @@ func TestLeaderPartitionDuringWorkload(t *testing.T) {
 	for _, r := range reads {
 		if r.inspectErr == nil {
 			lastInspectOK = r.at
-		} else if !lock.Retryable(r.inspectErr) && !errors.Is(r.inspectErr, context.DeadlineExceeded) {
+		} else if !driver.Retryable(r.inspectErr) && !errors.Is(r.inspectErr, context.DeadlineExceeded) {
 			t.Errorf("an Inspect through the isolated node %v into the partition: %v; want a retryable error", r.at, r.inspectErr)
 		}
 		if r.err != nil {
-			if !lock.Retryable(r.err) && !errors.Is(r.err, context.DeadlineExceeded) {
+			if !driver.Retryable(r.err) && !errors.Is(r.err, context.DeadlineExceeded) {
 				t.Errorf("a read through the isolated node %v into the partition: %v; want a retryable error", r.at, r.err)
 			}
 			if firstErrMsg == nil {

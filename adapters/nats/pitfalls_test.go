@@ -32,7 +32,7 @@ func lastMsg(t *testing.T, js jetstream.JetStream, bucket, key string) *jetstrea
 }
 
 // waitFree polls Inspect until name is free, failing t after within.
-func waitFree(t *testing.T, b lock.Backend, name string, within time.Duration) time.Duration {
+func waitFree(t *testing.T, b direct, name string, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for {
@@ -57,7 +57,7 @@ func waitFree(t *testing.T, b lock.Backend, name string, within time.Duration) t
 func TestExtendKeepsKeyTTL(t *testing.T) {
 	_, js := natstest.Connect(t, natstest.Single(t).URLs())
 	bucket := natstest.Bucket(t, js, 1)
-	b := newBackend(t, js, bucket)
+	b := direct{newBackend(t, js, bucket)}
 	ctx := testkit.Context(t)
 	owner := testkit.Owner(t)
 
@@ -101,7 +101,7 @@ func TestExtendKeepsKeyTTL(t *testing.T) {
 func TestAcquireAfterDeleteMarker(t *testing.T) {
 	_, js := natstest.Connect(t, natstest.Single(t).URLs())
 	bucket := natstest.Bucket(t, js, 1)
-	b := newBackend(t, js, bucket)
+	b := direct{newBackend(t, js, bucket)}
 	s := newStore(t, js, bucket)
 	ctx, cancel := context.WithTimeout(testkit.Context(t), 10*time.Second)
 	defer cancel()
@@ -178,7 +178,7 @@ func TestContendedWritesR3(t *testing.T) {
 	_, js := natstest.Connect(t, natstest.Triple(t).URLs())
 	bucket := natstest.Bucket(t, js, 3)
 	s := newStore(t, js, bucket)
-	b := newBackend(t, js, bucket)
+	b := direct{newBackend(t, js, bucket)}
 	ctx := testkit.Context(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 200)

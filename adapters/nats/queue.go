@@ -12,10 +12,8 @@ import (
 
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/wake"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
-
-var _ lock.QueueBackend = (*Backend)(nil)
 
 // placeHeader carries a place's arrival, the sequence of the message that
 // made it, on the messages that renew it; the message that makes a place
@@ -26,7 +24,7 @@ const placeHeader = "Fencekit-Place"
 // to be at: on a delete marker, the revision it removes.
 const expectedSeqHeader = "Nats-Expected-Last-Subject-Sequence"
 
-// recheckFree bounds AwaitTurn when the waiter's last read saw the lock
+// recheckFree bounds awaitTurn when the waiter's last read saw the lock
 // free with one place ahead of its own: the waiter there is about to take
 // it, or died (its place expires on the server without a message anyone
 // can subscribe to), or the read came from a replica that had not yet
@@ -37,6 +35,11 @@ const recheckFree = 50 * time.Millisecond
 // lease is past its TTL but the server has not removed it yet (it sweeps
 // expired messages about once a second).
 const expiryPoll = 100 * time.Millisecond
+
+// placePoll is the shortest wait for a place ahead to expire (placeHint):
+// the server removes an expired place on its sweep, about once a second,
+// so asking sooner finds it still there.
+const placePoll = time.Second
 
 // QueueKey is the prefix of the keys of name's queue: a waiter's place is
 // the KV key QueueKey(name) + "." + base64url(owner) (PlaceKey), written
@@ -57,6 +60,11 @@ type place struct {
 	seq     uint64 // its last message's revision
 	arrival uint64 // the revision of the message that made it
 	owner   string
+	// written and ttl are its last message's time (the server's clock)
+	// and TTL (0 when it has none): when the server will remove it unless
+	// its waiter renews it.
+	written time.Time
+	ttl     time.Duration
 }
 
 // line is what one read of a lock and its queue shows.
@@ -133,7 +141,10 @@ func (b *Backend) readLine(ctx context.Context, name, owner string, leader bool)
 			ln.removed[r.subject] = r.rec.seq
 			continue
 		}
-		p := place{subject: r.subject, seq: r.rec.seq, arrival: r.rec.seq, owner: string(r.rec.data)}
+		p := place{subject: r.subject, seq: r.rec.seq, arrival: r.rec.seq, owner: string(r.rec.data), written: r.rec.time}
+		if ttl, err := parseMsgTTL(r.rec.header.Get(ttlHeader)); err == nil && ttl > 0 {
+			p.ttl = ttl
+		}
 		if v := r.rec.header.Get(placeHeader); v != "" {
 			n, ok := parseToken(v)
 			if !ok {
@@ -168,12 +179,12 @@ func (b *Backend) readLine(ctx context.Context, name, owner string, leader bool)
 	return ln, nil
 }
 
-// AcquireOrEnqueue takes name for owner when the lock is free and no live
-// place is ahead of owner's, minting the token exactly as Acquire does (the
-// revision of the message that takes the lock key); renews owner's lease
-// when owner holds it (the same token); and otherwise keeps owner's place
-// in name's queue for place (rounded up to whole seconds) and returns a
-// *lock.HeldError. Its TTL, when owner is first in line, is when the
+// acquireInLine takes name for owner when the lock is free and no live
+// place is ahead of owner's, minting the token exactly as acquireLock does
+// (the revision of the message that takes the lock key); renews owner's
+// lease when owner holds it (the same token); and otherwise keeps owner's
+// place in name's queue for placeTTL (rounded up to whole seconds) and
+// returns a *driver.HeldError. Its TTL, when owner is first in line, is when the
 // holder's lease ends by its message's time and TTL (the server's) read
 // against this machine's clock: a hint of when to ask again, never a
 // decision (the server decides expiry; a place that asks early is told to
@@ -196,20 +207,10 @@ func (b *Backend) readLine(ctx context.Context, name, owner string, leader bool)
 //
 // Two short ways skip the read of the whole queue: renewOnly (a waiter
 // behind another that nothing woke) and takeWoken (the first in line,
-// woken by the lock key's removal). When nobody waits it costs what Acquire
-// costs on a lease the Backend has not seen: two round trips, the read and
-// the write.
-func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, placeTTL time.Duration) (fence.Token, error) {
-	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
-	if err != nil {
-		return 0, err
-	}
-	if err := lock.ValidatePlace(name, owner, ttl, placeTTL); err != nil {
-		return 0, err
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
+// woken by the lock key's removal). When nobody waits it costs what
+// acquireLock costs on a lease the Backend has not seen: two round trips,
+// the read and the write.
+func (b *Backend) acquireInLine(ctx context.Context, name, owner, md string, ttl, placeTTL time.Duration) (fence.Token, error) {
 	if tok, ok, err := b.takeWoken(ctx, name, owner, md, ttl); ok || err != nil {
 		return tok, err
 	}
@@ -217,7 +218,7 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 		if err != nil {
 			return 0, err
 		}
-		return 0, &lock.HeldError{Name: name}
+		return 0, &driver.HeldError{Name: name}
 	}
 	// Registered before the read: a removal from now on wakes owner.
 	b.waker.open(name, owner)
@@ -307,7 +308,7 @@ func (b *Backend) renewPlace(ctx context.Context, pk, owner string, seq, arrival
 	return b.b.write(ctx, pk, seq, h, []byte(owner), keyTTL(placeTTL))
 }
 
-// takeWoken is AcquireOrEnqueue's short way for a waiter that was first in
+// takeWoken is acquireInLine's short way for a waiter that was first in
 // line at its last read and has been woken by a removal of the lock key
 // since: places are only ever added behind it, so if the lock is free (one
 // read of the lock key on the stream's leader) it takes it, as the full way
@@ -353,7 +354,7 @@ type ownPlace struct {
 	seq, arrival uint64
 }
 
-// renewOnly is AcquireOrEnqueue's short way for a waiter that is not first
+// renewOnly is acquireInLine's short way for a waiter that is not first
 // in line, was not woken since its last call, and read the line less than
 // half a place TTL ago: nothing it waits for was removed (a removal would
 // have woken it), so it renews its place alone, one write expecting the
@@ -387,11 +388,30 @@ func (b *Backend) held(name, owner string, ln line, ahead []place, own ownPlace)
 		// soon. Further back, the renewals are soon enough.
 		recheck := ln.holder == nil && len(ahead) == 1
 		pred := ahead[len(ahead)-1]
-		b.waker.set(name, owner, pred.subject, pred.seq, recheck, own)
-		return &lock.HeldError{Name: name}
+		b.waker.set(name, owner, pred.subject, pred.seq, recheck, own, placeHint(pred))
+		return &driver.HeldError{Name: name}
 	}
-	b.waker.set(name, owner, b.b.subject+b.Key(name), ln.lock.seq, false, own)
-	return &lock.HeldError{Name: name, TTL: remainingHint(ln.lock)}
+	b.waker.set(name, owner, b.b.subject+b.Key(name), ln.lock.seq, false, own, time.Time{})
+	return &driver.HeldError{Name: name, TTL: remainingHint(ln.lock)}
+}
+
+// placeHint is when the place p, just ahead of a waiter's, expires unless
+// its waiter renews it: its message's time and TTL (the server's) against
+// this machine's clock, at least placePoll from now and at most its TTL;
+// the zero time when it has no TTL. A dead waiter's place expires on the
+// server with a marker that no subscription sees (see waker), so the
+// waiter behind it asks again then (awaitTurn) rather than at its own
+// renewal. A hint, as remainingHint's: a clock that runs ahead makes the
+// waiter ask sooner (every placePoll at worst), one that runs behind
+// leaves it to its renewal, and what it sees is decided by the server.
+// A live waiter renews its place every third of its place TTL, so with
+// equal place TTLs this comes after the renewal of the waiter behind it
+// and changes nothing.
+func placeHint(p place) time.Time {
+	if p.ttl <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(min(max(time.Until(p.written.Add(p.ttl)), placePoll), p.ttl))
 }
 
 // remainingHint is when the lease in cur ends, by its message's time and
@@ -413,8 +433,8 @@ func (b *Backend) removePlace(ctx context.Context, pk string, seq uint64) {
 	_, _ = b.b.write(ctx, pk, seq, natsgo.Header{kvOpHeader: []string{"DEL"}}, nil, releaseMarkerTTL)
 }
 
-// AwaitTurn blocks until a removal that may be owner's turn (the lock key
-// deleted by its holder's Release when owner is first in line; otherwise
+// awaitTurn blocks until a removal that may be owner's turn (the lock key
+// deleted by its holder's release when owner is first in line; otherwise
 // the place ahead of owner's removed, as its waiter took the lock or left),
 // max has passed, or ctx ends. It listens with core NATS subscriptions on
 // the lock key's and the queue's KV subjects, one pair per lock and
@@ -422,17 +442,13 @@ func (b *Backend) removePlace(ctx context.Context, pk string, seq uint64) {
 // the first wait on a lock subscribes, waits for the server to confirm, and
 // reads the key it waits on from the stream's leader: when that moved on
 // since the line was read, it returns at once, so that the caller reads
-// again and misses no removal that came before. After a read that saw the lock free with one place
-// ahead of owner's, it waits at most 50 ms (recheckFree). When the Backend
-// keeps no wait for owner (it is not in line here, or past 65536 waiters),
-// nothing can wake it and it waits max.
-func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+// again and misses no removal that came before. After a read that saw the
+// lock free with one place ahead of owner's, it waits at most 50 ms
+// (recheckFree); behind a place, no longer than until that place expires
+// unless renewed (placeHint), after which the caller reads the whole line.
+// When the Backend keeps no wait for owner (it is not in line here, or past
+// 65536 waiters), nothing can wake it and it waits max.
+func (b *Backend) awaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
 	w, ok := b.waker.get(name, owner)
 	if !ok {
 		// Not in line through this Backend, or past maxWaits: nothing
@@ -464,19 +480,27 @@ func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Du
 	if w.free {
 		max = min(max, recheckFree)
 	}
-	return wake.Wait(ctx, w.box, max)
+	expiring := false
+	if !w.due.IsZero() {
+		if d := time.Until(w.due); d < max {
+			max, expiring = d, true
+		}
+	}
+	if err := wake.Wait(ctx, w.box, max); err != nil {
+		return err
+	}
+	if expiring && !time.Now().Before(w.due) {
+		// The place ahead may have expired, which no message says: the
+		// next call reads the line (not renewOnly's short way).
+		b.waker.expired(name, owner)
+	}
+	return nil
 }
 
-// LeaveQueue removes owner's place in name's queue (a read on the stream's
+// leaveQueue removes owner's place in name's queue (a read on the stream's
 // leader, then a delete marker that expects the read revision), which
 // wakes the waiter behind it. It returns nil when owner has no place.
-func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+func (b *Backend) leaveQueue(ctx context.Context, name, owner string) error {
 	b.waker.close(name, owner)
 	pk := b.PlaceKey(name, owner)
 	for {

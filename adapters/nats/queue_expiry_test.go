@@ -15,7 +15,7 @@ import (
 // TTL again, which a KV Update would have dropped (nats.go#1994).
 func TestQueueRenewedPlaceExpires(t *testing.T) {
 	_, js := natstest.Connect(t, natstest.Single(t).URLs())
-	b := newBackend(t, js, natstest.Bucket(t, js, 1))
+	b := direct{newBackend(t, js, natstest.Bucket(t, js, 1))}
 	ctx := testkit.Context(t)
 	h, dead := testkit.Owner(t), testkit.Owner(t)
 	if _, err := b.AcquireOrEnqueue(ctx, "x", h, 20*time.Second, time.Second); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // restoreBump is the N of the runbook's bump: far above the messages the
@@ -45,7 +46,7 @@ func TestRestoreRunbook(t *testing.T) {
 	ctx := testkit.Context(t)
 	_, js := natstest.Connect(t, c.URLs())
 	leases, stored := natstest.Bucket(t, js, 1), natstest.Bucket(t, js, 1)
-	b := newBackend(t, js, leases)
+	b := direct{newBackend(t, js, leases)}
 	s := newStore(t, js, stored)
 
 	before := takeAndWrite(ctx, t, b, s, "a", "b")
@@ -123,7 +124,7 @@ func TestBumpRefusals(t *testing.T) {
 	_, js := natstest.Connect(t, c.URLs())
 	ctx := testkit.Context(t)
 	bucket := natstest.Bucket(t, js, 1)
-	b := newBackend(t, js, bucket)
+	b := direct{newBackend(t, js, bucket)}
 	s := newStore(t, js, bucket)
 	tok := takeAndWrite(ctx, t, b, s, "a")[0]
 
@@ -142,7 +143,7 @@ func TestBumpRefusals(t *testing.T) {
 
 	// A bucket of leases alone may be bumped, and only then.
 	leases := natstest.Bucket(t, js, 1)
-	lb := newBackend(t, js, leases)
+	lb := direct{newBackend(t, js, leases)}
 	takeAndWrite(ctx, t, lb, s, "b")
 	first, err := lb.Bump(ctx, 10)
 	if err != nil {
@@ -162,7 +163,7 @@ func TestBumpRefusals(t *testing.T) {
 
 // takeAndWrite takes each lock in names in turn, writes the store key of
 // the same name with the token, releases it, and returns the tokens.
-func takeAndWrite(ctx context.Context, t *testing.T, b *fencenats.Backend, s *fencenats.Store, names ...string) []fence.Token {
+func takeAndWrite(ctx context.Context, t *testing.T, b direct, s *fencenats.Store, names ...string) []fence.Token {
 	t.Helper()
 	var toks []fence.Token
 	for _, name := range names {
@@ -209,7 +210,7 @@ func restartNode(t *testing.T, c *natstest.Cluster, js jetstream.JetStream, buck
 
 // acquireWhenServing takes name for owner once the restarted server
 // serves the bucket again, and returns the token.
-func acquireWhenServing(t *testing.T, b *fencenats.Backend, name, owner string) fence.Token {
+func acquireWhenServing(t *testing.T, b direct, name, owner string) fence.Token {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -219,7 +220,7 @@ func acquireWhenServing(t *testing.T, b *fencenats.Backend, name, owner string) 
 		if err == nil {
 			return tok
 		}
-		if !lock.Retryable(err) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		if !driver.Retryable(err) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoStreamResponse) {
 			t.Fatalf("Acquire(%q) after the restart: %v", name, err)
 		}
 		if time.Now().After(deadline) {
@@ -262,7 +263,7 @@ func TestBumpReplicated(t *testing.T) {
 	c := natstest.Triple(t)
 	_, js := natstest.Connect(t, c.URLs())
 	ctx := testkit.Context(t)
-	b := newBackend(t, js, natstest.Bucket(t, js, 3))
+	b := direct{newBackend(t, js, natstest.Bucket(t, js, 3))}
 	s := newStore(t, js, natstest.Bucket(t, js, 3))
 	before := takeAndWrite(ctx, t, b, s, "a", "b")
 	res, err := b.Bump(ctx, restoreBump)

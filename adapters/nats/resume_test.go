@@ -25,12 +25,12 @@ func TestResumeFromAnotherBackend(t *testing.T) {
 	_, js := natstest.Connect(t, natstest.Single(t).URLs())
 	bucket := natstest.Bucket(t, js, 1)
 	prefix := testkit.Namespace(t)
-	open := func() *fencenats.Backend {
+	open := func() direct {
 		b, err := fencenats.NewBackend(ctx, js, bucket, &fencenats.BackendOptions{Prefix: prefix})
 		if err != nil {
 			t.Fatalf("NewBackend: %v", err)
 		}
-		return b
+		return direct{b}
 	}
 	before, after := open(), open()
 	owner, err := lock.NewOwner()
@@ -41,7 +41,7 @@ func TestResumeFromAnotherBackend(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
-	for i, b := range []*fencenats.Backend{after, before, after} {
+	for i, b := range []direct{after, before, after} {
 		got, err := b.Resume(ctx, "job", owner, 10*time.Second)
 		if err != nil || got != tok {
 			t.Fatalf("Resume %d: token %d, %v; want %d", i, got, err, tok)

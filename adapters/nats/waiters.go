@@ -14,7 +14,7 @@ const waitersBatch = 64
 // every place counted was renewed within its place TTL (plus the server's
 // expiry sweep, about a second). The counts come from multi-last direct
 // gets, up to 64 names in one request, which any replica may answer (see
-// AcquireOrEnqueue); a request that matches more than 1024 places fails. It
+// acquireInLine); a request that matches more than 1024 places fails. It
 // is meant for operators (fencectl watch), not for hot paths.
 func (b *Backend) Waiters(ctx context.Context, names []string) ([]int64, error) {
 	if err := ctx.Err(); err != nil {

@@ -22,12 +22,12 @@ const subLinger = 10 * time.Second
 // TTL, and asks again then).
 const maxWaits = 1 << 16
 
-// waiting is one waiter's state between AcquireOrEnqueue and AwaitTurn.
+// waiting is one waiter's state between acquireInLine and awaitTurn.
 type waiting struct {
 	box chan struct{}
 	// target is the subject whose removal is this waiter's turn: the lock
 	// key's when it is first in line, otherwise its predecessor's place.
-	// Empty until AcquireOrEnqueue has read the line: any removal wakes it.
+	// Empty until acquireInLine has read the line: any removal wakes it.
 	target string
 	// targetSeq is target's revision when the line was read.
 	targetSeq uint64
@@ -38,11 +38,14 @@ type waiting struct {
 	// woken: a removal was posted to box since the line was last read.
 	woken bool
 	// free: the last read saw the lock free and one place ahead (a waiter
-	// about to take it, or one that died): AwaitTurn asks again soon.
+	// about to take it, or one that died): awaitTurn asks again soon.
 	free bool
 	// covered: the lock's subjects were subscribed before the last read,
 	// so every removal since then reaches box.
 	covered bool
+	// due is when the place target expires unless renewed (placeHint),
+	// zero when target is the lock key or has no TTL.
+	due time.Time
 }
 
 // lockSubs are a Backend's subscriptions to one lock's subjects: the lock
@@ -63,18 +66,18 @@ const maxGone = 4096
 
 // waker dispatches the removals that a Backend's core NATS subscriptions
 // see to the waiters they concern. A subscription on a KV subject sees
-// every message published to it (a Release's delete marker, a LeaveQueue's,
+// every message published to it (a release's delete marker, a leaveQueue's,
 // a place removed by the waiter that took the lock), whether or not the
 // stream accepts it, but not what the server writes by itself (the marker
 // of an expiry): a holder's expiry is waited for by its deadline
-// (lock.HeldError.TTL), a dead waiter's by the renewals behind it.
+// (driver.HeldError.TTL), a dead waiter's by the renewals behind it.
 type waker struct {
 	mu    sync.Mutex
 	locks map[string]*lockSubs // by lock name
 	n     int                  // waiters kept
 }
 
-// open registers owner as waiting on name before AcquireOrEnqueue reads the
+// open registers owner as waiting on name before acquireInLine reads the
 // line, and reports the mailbox; a removal from now on posts to it.
 func (w *waker) open(name, owner string) {
 	w.mu.Lock()
@@ -100,18 +103,30 @@ func (w *waker) open(name, owner string) {
 		ls.waiters[owner] = wt
 		w.n++
 	}
-	wt.target, wt.targetSeq, wt.free, wt.woken = "", 0, false, false
+	wt.target, wt.targetSeq, wt.free, wt.woken, wt.due = "", 0, false, false, time.Time{}
 	wt.covered = len(ls.subs) > 0
 }
 
 // set records what owner waits for after a read of the line.
-func (w *waker) set(name, owner, target string, targetSeq uint64, free bool, own ownPlace) {
+func (w *waker) set(name, owner, target string, targetSeq uint64, free bool, own ownPlace, due time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if ls := w.locks[name]; ls != nil {
 		if wt := ls.waiters[owner]; wt != nil {
-			wt.target, wt.targetSeq, wt.free = target, targetSeq, free
+			wt.target, wt.targetSeq, wt.free, wt.due = target, targetSeq, free, due
 			wt.own, wt.readAt = own, time.Now()
+		}
+	}
+}
+
+// expired notes that the place owner waits behind may have expired: like a
+// removal, it makes the next call read the line.
+func (w *waker) expired(name, owner string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ls := w.locks[name]; ls != nil {
+		if wt := ls.waiters[owner]; wt != nil {
+			wt.woken = true
 		}
 	}
 }

@@ -27,6 +27,10 @@ type Admin struct {
 
 	queue   string // the queue table, sanitized
 	waiters string
+
+	permitTable string // the permits' state table, sanitized, for messages
+	permitErr   error  // why the lease table has no permit tables, if so
+	permitNames string
 }
 
 // NewAdmin returns an Admin on pool for the lease table named in opts (nil
@@ -45,10 +49,18 @@ func NewAdmin(pool Pool, opts *Options) *Admin {
 	if err != nil {
 		return &Admin{err: err}
 	}
+	_, lo := opts.identifiers()
+	pt, permitErr := newPermitTables(lo)
 	return &Admin{
-		db:    pool,
-		table: table,
-		queue: queue,
+		db:          pool,
+		table:       table,
+		queue:       queue,
+		permitTable: pt.state,
+		permitErr:   permitErr,
+		permitNames: fmt.Sprintf(`SELECT name FROM %s WHERE expires_at > clock_timestamp() AND left(name, length($1)) = $1
+UNION
+SELECT name FROM %s WHERE expires_at > clock_timestamp() AND left(name, length($1)) = $1
+ORDER BY name`, pt.holders, pt.places),
 		// One row per name, in the order given (WITH ORDINALITY).
 		waiters: fmt.Sprintf(`SELECT (SELECT count(*) FROM %s w WHERE w.name = n.name AND w.expires_at > clock_timestamp())
 FROM unnest($1::text[]) WITH ORDINALITY AS n(name, i)
@@ -70,8 +82,9 @@ ORDER BY name`, table),
 }
 
 // List returns the locks held now (by the database clock) whose names start
-// with prefix ("" for all), sorted by name, with owner, token, remaining
-// TTL and metadata.
+// with prefix ("" for all), sorted by name, each with its holder: owner,
+// token, remaining TTL and metadata. It leaves Waiting 0: Waiters counts
+// the places in line.
 func (a *Admin) List(ctx context.Context, prefix string) ([]lock.Info, error) {
 	if a.err != nil {
 		return nil, a.err
@@ -86,19 +99,47 @@ func (a *Admin) List(ctx context.Context, prefix string) ([]lock.Info, error) {
 	infos, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (lock.Info, error) {
 		var (
 			info   lock.Info
+			h      lock.Holder
 			token  int64
 			micros int64
 		)
-		if err := r.Scan(&info.Name, &info.Owner, &token, &micros, &info.Metadata); err != nil {
+		if err := r.Scan(&info.Name, &h.Owner, &token, &micros, &h.Metadata); err != nil {
 			return lock.Info{}, err
 		}
-		info.Held, info.Token, info.TTL = true, fence.Token(token), time.Duration(micros)*time.Microsecond
+		h.Token, h.TTL = fence.Token(token), time.Duration(micros)*time.Microsecond
+		info.Holders = []lock.Holder{h}
 		return info, nil
 	})
 	if err != nil {
 		return nil, wrapTableErr(a.table, fixMigrate, "list", err)
 	}
 	return infos, nil
+}
+
+// PermitNames returns the permit names (semaphores and read-write locks)
+// whose names start with prefix ("" for all) and that have a live permit
+// or place in line now (by the database clock), sorted by name. It is
+// meant for operators (fencectl): Backend.Inspect with a permit kind gives
+// each one's holders.
+func (a *Admin) PermitNames(ctx context.Context, prefix string) ([]string, error) {
+	if a.err != nil {
+		return nil, a.err
+	}
+	if a.permitErr != nil {
+		return nil, a.permitErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rows, err := a.db.Query(ctx, a.permitNames, prefix)
+	if err != nil {
+		return nil, wrapTableErr(a.permitTable, fixMigrate, "list permit names", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, wrapTableErr(a.permitTable, fixMigrate, "list permit names", err)
+	}
+	return names, nil
 }
 
 // BumpResult says what Bump did.

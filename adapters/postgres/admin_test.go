@@ -11,7 +11,6 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
-	"github.com/fencekit/fencekit/lock"
 )
 
 // List returns the held locks under a prefix, with holder and metadata,
@@ -22,20 +21,20 @@ func TestAdminList(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pool := migrated(t, testkit.Postgres(t))
-	b := postgres.NewBackend(pool, nil)
+	b := newCalls(pool, nil)
 	admin := postgres.NewAdmin(pool, nil)
 
 	held := map[string]string{}
 	for _, name := range []string{"jobs/b", "jobs/a", "other/x", "jobs%/c"} {
 		owner := newOwner(t)
-		_, err := b.Acquire(lock.ContextWithMetadata(ctx, "md "+name), name, owner, time.Minute)
+		_, err := b.acquireMD(ctx, name, owner, time.Minute, "md "+name)
 		require.NoError(t, err)
 		held[name] = owner
 	}
 	freed := newOwner(t)
-	_, err := b.Acquire(ctx, "jobs/freed", freed, time.Minute)
+	_, err := b.acquire(ctx, "jobs/freed", freed, time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, b.Release(ctx, "jobs/freed", freed))
+	require.NoError(t, b.release(ctx, "jobs/freed", freed))
 	cycle(t, ctx, b, "jobs/swept", 1)
 	sweepUntil(t, ctx, b, 2) // jobs/freed and jobs/swept: a floor row now exists
 
@@ -45,9 +44,12 @@ func TestAdminList(t *testing.T) {
 	for i, name := range []string{"jobs/a", "jobs/b"} {
 		got := infos[i]
 		require.Equal(t, name, got.Name)
-		require.Equal(t, held[name], got.Owner)
-		require.Equal(t, "md "+name, got.Metadata)
-		require.True(t, got.Held && got.Token.Valid() && got.TTL > 50*time.Second && got.TTL <= time.Minute, got)
+		require.True(t, got.Held(), got)
+		require.Equal(t, 1, len(got.Holders), got)
+		h := got.Holders[0]
+		require.Equal(t, held[name], h.Owner)
+		require.Equal(t, "md "+name, h.Metadata)
+		require.True(t, h.Token.Valid() && h.TTL > 50*time.Second && h.TTL <= time.Minute, got)
 	}
 	all, err := admin.List(ctx, "")
 	require.NoError(t, err)
@@ -84,7 +86,7 @@ func TestAdminBumpAfterRestore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pool := migrated(t, testkit.Postgres(t))
-	b := postgres.NewBackend(pool, nil)
+	b := newCalls(pool, nil)
 	admin := postgres.NewAdmin(pool, nil)
 
 	cycle(t, ctx, b, "kept", 3)
@@ -110,16 +112,17 @@ func TestAdminBumpAfterRestore(t *testing.T) {
 	// holder's: same owner, raised token, renewable.
 	sweepUntil(t, ctx, b, 3)
 	live := newOwner(t)
-	liveTok, err := b.Acquire(ctx, "live", live, time.Minute)
+	liveTok, err := b.acquire(ctx, "live", live, time.Minute)
 	require.NoError(t, err)
 	res, err = admin.Bump(ctx, 1000)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), res.Rows, "the floor row and the live lease")
-	info, err := b.Inspect(ctx, "live")
+	info, err := b.inspect(ctx, "live")
 	require.NoError(t, err)
-	require.True(t, info.Held && info.Owner == live && info.Token == liveTok+1000, info)
-	require.NoError(t, b.Extend(ctx, "live", live, time.Minute))
-	require.NoError(t, b.Release(ctx, "live", live))
+	h, ok := holderOf(info)
+	require.True(t, ok && h.Owner == live && h.Token == liveTok+1000, info)
+	require.NoError(t, b.extend(ctx, "live", live, time.Minute))
+	require.NoError(t, b.release(ctx, "live", live))
 	require.True(t, cycle(t, ctx, b, "live", 1) > liveTok+1000)
 	require.True(t, cycle(t, ctx, b, "kept", 1) > 2000)
 }

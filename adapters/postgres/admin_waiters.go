@@ -7,8 +7,8 @@ import (
 )
 
 // Waiters returns, for each of names in order, how many waiters stand in
-// its queue now: the places kept by Backend.AcquireOrEnqueue that have not
-// expired by the database clock. One statement for all names. It reads the
+// its queue now: the places in line of a lock (kept by Backend.Acquire
+// with a Request.Place) that have not expired by the database clock. One statement for all names. It reads the
 // queue table that Migrate creates beside the lease table; before Migrate
 // has created it, the error matches ErrNotMigrated.
 func (a *Admin) Waiters(ctx context.Context, names []string) ([]int64, error) {

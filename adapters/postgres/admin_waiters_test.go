@@ -10,6 +10,7 @@ import (
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // TestAdminWaiters counts the live places in each named queue, in the
@@ -20,18 +21,18 @@ func TestAdminWaiters(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pool := migrated(t, testkit.Postgres(t))
-	b := postgres.NewBackend(pool, nil)
+	b := newCalls(pool, nil)
 	admin := postgres.NewAdmin(pool, nil)
 
-	_, err := b.Acquire(ctx, "busy", newOwner(t), time.Minute)
+	_, err := b.acquire(ctx, "busy", newOwner(t), time.Minute)
 	require.NoError(t, err)
 	for range 3 {
-		_, err := b.AcquireOrEnqueue(ctx, "busy", newOwner(t), time.Minute, time.Minute)
+		_, err := b.enqueue(ctx, "busy", newOwner(t), time.Minute, time.Minute)
 		require.ErrorIs(t, err, lock.ErrHeld)
 	}
-	_, err = b.Acquire(ctx, "brief", newOwner(t), time.Minute)
+	_, err = b.acquire(ctx, "brief", newOwner(t), time.Minute)
 	require.NoError(t, err)
-	_, err = b.AcquireOrEnqueue(ctx, "brief", newOwner(t), time.Minute, lock.MinPlaceTTL)
+	_, err = b.enqueue(ctx, "brief", newOwner(t), time.Minute, driver.MinPlaceTTL)
 	require.ErrorIs(t, err, lock.ErrHeld)
 
 	names := []string{"idle", "busy", "brief"}

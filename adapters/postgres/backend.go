@@ -11,12 +11,14 @@ import (
 
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/pgqueue"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
-// Backend is a lock.Backend on a PostgreSQL lease table with one row per
-// lock name: (name, owner, token, expires_at, metadata). Use it through
-// lock.New.
+// Backend is a driver.Backend on a PostgreSQL lease table with one row per
+// lock name: (name, owner, token, expires_at, metadata), and the tables
+// beside it: the lease table's queue table for places in line, and its
+// permit tables for semaphores and read-write locks (see Migrate). Use it
+// through lock.New.
 //
 // Expiry is decided by the database clock alone, so clients need no
 // synchronised clocks. The token lives in the row and is raised by the same
@@ -26,10 +28,13 @@ import (
 // row, so a name's tokens rise across sweeps too; do not delete rows by
 // hand, or that name's tokens start again from the floor.
 //
-// Every call is one statement (Acquire reads once more only in the rare race
-// where its snapshot missed the holder's row), and no session state is used:
-// any pooled connection will do, and a lease taken on one connection can be
-// extended or released on another.
+// Every call on a lock is one statement (an Acquire reads once more only in
+// the rare race where its snapshot missed the holder's row), a call on a
+// permit name one round trip, and no session state is used: any pooled
+// connection will do, and a lease taken on one connection can be extended
+// or released on another. The exceptions are a set of names (one
+// transaction, see acquireSet in multi.go), the connection that listens for
+// the wake-ups of waiters in line (see WakeChannel) and Sweep.
 //
 // Backend takes a Pool (a *pgxpool.Pool), never a pgx.Tx or a *pgx.Conn:
 //
@@ -41,21 +46,22 @@ import (
 //     keep-alive renewing one lease while another is acquired), which one
 //     *pgx.Conn does not allow ("conn busy", or worse).
 //
-// So every Backend call is its own statement on a pooled connection,
-// committed when it returns. Store, Guard and UpdateFenced do take a pgx.Tx,
+// So every Backend call runs on a pooled connection and has committed when
+// it returns. Store, Guard and UpdateFenced do take a pgx.Tx,
 // to make fenced writes part of the caller's transaction.
 type Backend struct {
 	db                               Pool
 	table                            string // sanitized, for messages
 	err                              error
 	acquire, extend, release, lookup string
+	inspect                          string           // lookup, and the number of places in line
 	sweepSQL                         sweepSQL         // see Sweep
-	acquireQueued, leave             string           // see AcquireOrEnqueue
-	releasePlain                     string           // Release without the queue table
-	waker                            *waker           // see AwaitTurn
+	acquireQueued, leave             string           // see acquireInLine
+	releasePlain                     string           // releaseLock without the queue table
+	waker                            *waker           // see awaitTurn
 	queue                            string           // the queue table, sanitized, for messages
 	unqueued                         pgqueue.Unqueued // waiters polling without the queue table (queue_fallback.go)
-	permits                          permitSQL        // see AcquirePermit
+	permits                          permitSQL        // see acquirePermit
 	permitTable                      string           // the permits' state table, sanitized, for messages
 	permitErr                        error            // why this lease table has no permit tables, if so
 }
@@ -132,7 +138,13 @@ FROM %[1]s h
 WHERE h.name = $1 AND h.owner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM taken)`, table),
 		extend: fmt.Sprintf(`UPDATE %s SET expires_at = statement_timestamp() + $3::interval
 WHERE name = $1 AND owner = $2 AND expires_at > statement_timestamp()`, table),
-		lookup:   fmt.Sprintf(`SELECT owner, token, expires_at, clock_timestamp(), metadata FROM %s WHERE name = $1`, table),
+		lookup: fmt.Sprintf(`SELECT owner, token, expires_at, clock_timestamp(), metadata FROM %s WHERE name = $1`, table),
+		// The lease row (if any) and the live places of its queue, on
+		// one reading of the clock.
+		inspect: fmt.Sprintf(`WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t)
+SELECT l.owner, l.token, l.expires_at, (SELECT t FROM now), l.metadata,
+    (SELECT count(*) FROM %[2]s w WHERE w.name = $1 AND w.expires_at > (SELECT t FROM now))
+FROM (SELECT 1) one LEFT JOIN %[1]s l ON l.name = $1`, table, queue),
 		sweepSQL: sweepStatements(table),
 	}
 }
@@ -142,20 +154,16 @@ func interval(ttl time.Duration) pgtype.Interval {
 	return pgtype.Interval{Microseconds: ttl.Microseconds(), Valid: true}
 }
 
-// Acquire takes name for owner for ttl and returns a new token, above every
-// token issued for name before; or, when owner already holds it, extends the
-// lease to ttl and returns the same token. When another owner holds it, the
-// error is a *lock.HeldError with the remaining TTL.
+// acquireLock takes name for owner for ttl and returns a new token, above
+// every token issued for name before; or, when owner already holds it,
+// extends the lease to ttl and returns the same token. When another owner
+// holds it, the error is a *driver.HeldError with the remaining TTL.
 //
-// The holder metadata that ctx carries (lock.ContextWithMetadata) goes to
-// the row's metadata column as a parameter, replacing what a same-owner
-// Acquire stored before; Extend keeps it, Release sets it to NULL. The
-// table needs that column: run Migrate after upgrading.
-func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
-	if err != nil {
-		return 0, err
-	}
+// The holder metadata md goes to the row's metadata column as a parameter
+// (NULL for ""), replacing what a same-owner acquire stored before; Extend
+// keeps it, Release sets it to NULL. The table needs that column: run
+// Migrate after upgrading.
+func (b *Backend) acquireLock(ctx context.Context, name, owner string, ttl time.Duration, md string) (fence.Token, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
@@ -169,41 +177,39 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 		case err == nil && token != nil:
 			return fence.Token(*token), nil
 		case err == nil && heldMicros != nil && *heldMicros > 0:
-			return 0, &lock.HeldError{Name: name, TTL: time.Duration(*heldMicros) * time.Microsecond}
+			return 0, &driver.HeldError{Name: name, TTL: time.Duration(*heldMicros) * time.Microsecond}
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):
 			return 0, wrapTableErr(b.table, fixMigrate, fmt.Sprintf("acquire %q", name), err)
 		}
 		// Held by someone else: find out for how long.
-		info, err := b.inspect(ctx, name)
+		info, err := b.readLock(ctx, name, false)
 		if err != nil {
 			return 0, err
 		}
-		if info.Held || attempt >= 3 {
+		if len(info.Holders) > 0 || attempt >= 3 {
 			// After repeated races with releases, report the lock as
 			// held with an unknown TTL; the client backs off and retries.
-			return 0, &lock.HeldError{Name: name, TTL: info.TTL}
+			held := &driver.HeldError{Name: name}
+			if len(info.Holders) > 0 {
+				held.TTL = info.Holders[0].TTL
+			}
+			return 0, held
 		}
 		// Released or expired in between: try again.
 	}
 }
 
-// Extend renews owner's live lease on name to ttl from now. It never
+// extendLock renews owner's live lease on name to ttl from now. It never
 // re-creates a lease that expired or was released: then, or when another
-// owner holds the lock, it returns an error matching lock.ErrNotHeld.
-func (b *Backend) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
-	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
-		return err
-	}
+// owner holds the lock, it returns an error matching driver.ErrNotHeld.
+func (b *Backend) extendLock(ctx context.Context, name, owner string, ttl time.Duration) error {
 	return b.update(ctx, "extend", b.extend, name, owner, interval(ttl))
 }
 
-// Release frees name if owner holds a live lease on it, keeping the token
-// so that the next holder's is higher. Otherwise it returns an error
-// matching lock.ErrNotHeld and changes nothing.
-func (b *Backend) Release(ctx context.Context, name, owner string) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
+// releaseLock frees name if owner holds a live lease on it, keeping the
+// token so that the next holder's is higher. Otherwise it returns an error
+// matching driver.ErrNotHeld and changes nothing.
+func (b *Backend) releaseLock(ctx context.Context, name, owner string) error {
 	if b.err != nil {
 		return b.err
 	}
@@ -226,7 +232,7 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 		return err
 	}
 	if released == 0 {
-		return fmt.Errorf("postgres: release %q: %w", name, lock.ErrNotHeld)
+		return fmt.Errorf("postgres: release %q: %w", name, driver.ErrNotHeld)
 	}
 	return nil
 }
@@ -244,50 +250,61 @@ func (b *Backend) update(ctx context.Context, op, query string, args ...any) err
 		return wrapTableErr(b.table, fixMigrate, fmt.Sprintf("%s %q", op, name), err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("postgres: %s %q: %w", op, name, lock.ErrNotHeld)
+		return fmt.Errorf("postgres: %s %q: %w", op, name, driver.ErrNotHeld)
 	}
 	return nil
 }
 
-// Inspect reports the holder of name, its token, remaining TTL (as the
-// database clock sees it) and metadata. A free lock reports Held false and
-// zero Owner, Token, TTL and Metadata.
-func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
-	if name == "" {
-		return lock.Info{}, fence.Invalid("empty lock name")
-	}
-	if err := fence.ValidateKey(name); err != nil {
-		return lock.Info{}, fmt.Errorf("lock name: %w", err)
-	}
+// inspectLock reports the holder of name, its token, remaining TTL (as the
+// database clock sees it) and metadata, and how many live places its queue
+// holds, from one statement. A free lock reports no holder. Before Migrate
+// has created the queue table nobody can wait: it reads the lease row alone
+// and reports nobody waiting.
+func (b *Backend) inspectLock(ctx context.Context, name string) (driver.Info, error) {
 	if b.err != nil {
-		return lock.Info{}, b.err
+		return driver.Info{}, b.err
 	}
 	if err := ctx.Err(); err != nil {
-		return lock.Info{}, err
+		return driver.Info{}, err
 	}
-	return b.inspect(ctx, name)
+	info, err := b.readLock(ctx, name, true)
+	if errors.Is(err, ErrNotMigrated) {
+		// No queue table (or no lease table, which the lookup reports).
+		return b.readLock(ctx, name, false)
+	}
+	return info, err
 }
 
-func (b *Backend) inspect(ctx context.Context, name string) (lock.Info, error) {
+// readLock reads name's lease row, and with line the number of live places
+// in its queue too (the inspect statement; lookup otherwise).
+func (b *Backend) readLock(ctx context.Context, name string, line bool) (driver.Info, error) {
 	var (
 		owner, md *string
-		token     int64
+		token     *int64
 		expires   *time.Time
 		now       time.Time
+		waiting   int64
 	)
-	err := b.db.QueryRow(ctx, b.lookup, name).Scan(&owner, &token, &expires, &now, &md)
+	query, dest := b.lookup, []any{&owner, &token, &expires, &now, &md}
+	if line {
+		query, dest = b.inspect, append(dest, &waiting)
+	}
+	err := b.db.QueryRow(ctx, query, name).Scan(dest...)
+	info := driver.Info{Name: name, Kind: driver.Exclusive}
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return lock.Info{Name: name}, nil
+		return info, nil
 	case err != nil:
-		return lock.Info{}, wrapTableErr(b.table, fixMigrate, fmt.Sprintf("inspect %q", name), err)
+		return driver.Info{}, wrapTableErr(b.table, fixMigrate, fmt.Sprintf("inspect %q", name), err)
 	}
-	if owner == nil || expires == nil || !expires.After(now) {
-		return lock.Info{Name: name}, nil
+	info.Waiting = int(waiting)
+	if owner == nil || token == nil || expires == nil || !expires.After(now) {
+		return info, nil
 	}
-	info := lock.Info{Name: name, Held: true, Owner: *owner, Token: fence.Token(token), TTL: expires.Sub(now)}
+	h := driver.Holder{Owner: *owner, Kind: driver.Exclusive, Token: fence.Token(*token), TTL: expires.Sub(now)}
 	if md != nil {
-		info.Metadata = *md
+		h.Metadata = *md
 	}
+	info.Holders = []driver.Holder{h}
 	return info, nil
 }

@@ -1,9 +1,7 @@
 package postgres_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -11,23 +9,13 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/fence/fencetest"
 	"github.com/fencekit/fencekit/internal/testkit"
-	"github.com/fencekit/fencekit/lock"
-	"github.com/fencekit/fencekit/lock/locktest"
+	"github.com/fencekit/fencekit/lock/driver"
+	"github.com/fencekit/fencekit/lock/drivertest"
 )
 
-// migrated returns pool after creating the default tables in its schema.
-func migrated(t testing.TB, pool *pgxpool.Pool) *pgxpool.Pool {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := postgres.Migrate(ctx, pool, nil); err != nil {
-		t.Fatalf("Migrate: %v", err)
-	}
-	return pool
-}
-
-// TestConformance runs both conformance suites against the shared server
-// (FENCEKIT_POSTGRES_URL or a local instance) and against a
+// TestConformance runs the store's conformance suite and the driver
+// contract's (drivertest.Run: every check of every lock shape) against the
+// shared server (FENCEKIT_POSTGRES_URL or a local instance) and against a
 // throwaway local instance of this test's own. Every check gets a fresh
 // schema.
 func TestConformance(t *testing.T) {
@@ -52,12 +40,11 @@ func TestConformance(t *testing.T) {
 			t.Run("Linearizable", func(t *testing.T) {
 				fencetest.Linearizable(t, postgres.NewStore(migrated(t, pool(t)), nil), nil)
 			})
-			newBackend := func(t *testing.T) lock.Backend {
-				return postgres.NewBackend(migrated(t, pool(t)), nil)
-			}
-			t.Run("Backend", func(t *testing.T) { locktest.Run(t, newBackend) })
-			t.Run("Monotonic", func(t *testing.T) { locktest.Monotonic(t, newBackend) })
-			t.Run("Metadata", func(t *testing.T) { locktest.RunMetadata(t, newBackend) })
+			t.Run("Backend", func(t *testing.T) {
+				drivertest.Run(t, func(t *testing.T) driver.Backend {
+					return postgres.NewBackend(migrated(t, pool(t)), nil)
+				})
+			})
 		})
 	}
 }

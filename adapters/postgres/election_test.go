@@ -6,8 +6,8 @@ import (
 	"github.com/fencekit/fencekit/adapters/postgres"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
-	"github.com/fencekit/fencekit/lock"
-	"github.com/fencekit/fencekit/lock/locktest"
+	"github.com/fencekit/fencekit/lock/driver"
+	"github.com/fencekit/fencekit/lock/drivertest"
 )
 
 // TestElection runs the election checks on the shared PostgreSQL (the one
@@ -15,8 +15,8 @@ import (
 // its lease table and its store table in schemas of their own.
 func TestElection(t *testing.T) {
 	t.Parallel()
-	locktest.RunElection(t,
-		func(t *testing.T) lock.Backend {
+	drivertest.RunElection(t,
+		func(t *testing.T) driver.Backend {
 			return postgres.NewBackend(migrated(t, testkit.Postgres(t)), nil)
 		},
 		func(t *testing.T) fence.Store {

@@ -18,6 +18,7 @@ import (
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // promptly runs f and returns its error, failing t when f has not returned
@@ -47,7 +48,7 @@ func requireSQLState(t *testing.T, err error, code string) {
 // requireFailsFast checks that Client.Acquire and Client.Do, both under
 // context.Background, return promptly with the cause (SQLSTATE code), Do
 // without running its function.
-func requireFailsFast(t *testing.T, b lock.Backend, code string) {
+func requireFailsFast(t *testing.T, b driver.Backend, code string) {
 	t.Helper()
 	client := lock.New(b, nil)
 	err := promptly(t, "Acquire", func() error {
@@ -55,7 +56,7 @@ func requireFailsFast(t *testing.T, b lock.Backend, code string) {
 		return err
 	})
 	require.ErrorIs(t, err, lock.ErrNotAcquired)
-	require.False(t, lock.Retryable(err))
+	require.False(t, driver.Retryable(err))
 	requireSQLState(t, err, code)
 	t.Logf("Acquire: %v", err)
 
@@ -74,7 +75,7 @@ func requireFailsFast(t *testing.T, b lock.Backend, code string) {
 // A Backend over a table that does not exist (no Migrate): the error is
 // permanent, so Acquire and Do fail at once with 42P01.
 func TestAcquireFailsFastOnMissingTable(t *testing.T) {
-	requireFailsFast(t, postgres.NewBackend(testkit.Postgres(t), nil), "42P01")
+	requireFailsFast(t, newCalls(testkit.Postgres(t), nil), "42P01")
 }
 
 // urlAsRole returns the test server's URL with user set to a role that does
@@ -109,7 +110,7 @@ func TestAcquireFailsFastOnUnknownRole(t *testing.T) {
 			pool, err := pgxpool.New(context.Background(), urlAsRole(t, hosts))
 			require.NoError(t, err)
 			t.Cleanup(pool.Close)
-			requireFailsFast(t, postgres.NewBackend(pool, nil), "28000")
+			requireFailsFast(t, newCalls(pool, nil), "28000")
 		})
 	}
 }
@@ -119,8 +120,8 @@ func TestAcquireFailsFastOnUnknownRole(t *testing.T) {
 func TestAcquireRetriesLockTimeout(t *testing.T) {
 	ctx := testCtx(t)
 	pool := migrated(t, testkit.Postgres(t))
-	b := postgres.NewBackend(pool, nil)
-	_, err := b.Acquire(ctx, "job", newOwner(t), lock.MinTTL)
+	b := newCalls(pool, nil)
+	_, err := b.acquire(ctx, "job", newOwner(t), driver.MinTTL)
 	require.NoError(t, err)
 
 	// The Backend's own pool, with a short lock_timeout on its sessions.
@@ -129,7 +130,7 @@ func TestAcquireRetriesLockTimeout(t *testing.T) {
 	short, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(short.Close)
-	sb := postgres.NewBackend(short, nil)
+	sb := newCalls(short, nil)
 
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
@@ -137,9 +138,9 @@ func TestAcquireRetriesLockTimeout(t *testing.T) {
 	_, err = tx.Exec(ctx, "SELECT 1 FROM fencekit_leases WHERE name = 'job' FOR UPDATE")
 	require.NoError(t, err)
 
-	_, err = sb.Acquire(ctx, "job", newOwner(t), time.Second)
+	_, err = sb.acquire(ctx, "job", newOwner(t), time.Second)
 	requireSQLState(t, err, "55P03")
-	require.True(t, lock.Retryable(err), "a lock timeout must be transient: %v", err)
+	require.True(t, driver.Retryable(err), "a lock timeout must be transient: %v", err)
 
 	got := make(chan error, 1)
 	go func() {
@@ -157,7 +158,7 @@ func TestAcquireRetriesLockTimeout(t *testing.T) {
 }
 
 // The SQLSTATE classes the Backend marks as transient, and those it leaves
-// permanent, as lock.Retryable sees the Backend's errors.
+// permanent, as driver.Retryable sees the Backend's errors.
 func TestErrorClassification(t *testing.T) {
 	for code, want := range map[string]bool{
 		"08006": true, "08001": true, "40001": true, "40P01": true, "53300": true, "53200": true,
@@ -166,28 +167,31 @@ func TestErrorClassification(t *testing.T) {
 		"42703": false, "22021": false, "23505": false, "XX000": false,
 	} {
 		err := postgres.WrapErrForTest("acquire", &pgconn.PgError{Severity: "ERROR", Code: code})
-		require.Equal(t, want, lock.Retryable(err), "SQLSTATE %s: %v", code, err)
+		require.Equal(t, want, driver.Retryable(err), "SQLSTATE %s: %v", code, err)
 		var pgErr *pgconn.PgError
 		require.ErrorAs(t, err, &pgErr, "SQLSTATE %s: the cause must be kept", code)
 	}
-	require.True(t, lock.Retryable(postgres.WrapErrForTest("inspect", fmt.Errorf("x: %w", pgconn.ErrConnClosed))))
-	require.False(t, lock.Retryable(postgres.WrapErrForTest("inspect", pgx.ErrTxClosed)))
+	require.True(t, driver.Retryable(postgres.WrapErrForTest("inspect", fmt.Errorf("x: %w", pgconn.ErrConnClosed))))
+	require.False(t, driver.Retryable(postgres.WrapErrForTest("inspect", pgx.ErrTxClosed)))
 	require.True(t, errors.Is(postgres.WrapErrForTest("put", &pgconn.PgError{Code: "40001"}), postgres.ErrConflict))
 }
 
 // Owners that are not valid UTF-8 or contain NUL are refused with
-// ErrInvalid by every Backend method, before anything reaches PostgreSQL
-// (which would answer 22021), and nothing is written.
-func TestBackendRefusesBadOwner(t *testing.T) {
+// ErrInvalid by the Client over a Backend (Resume and ResumeDo, the calls
+// that take an owner from their caller), before anything reaches
+// PostgreSQL (which would answer 22021), and nothing is written.
+func TestBadOwnerRefusedBeforeSending(t *testing.T) {
 	ctx := testCtx(t)
 	pool := migrated(t, testkit.Postgres(t))
-	b := postgres.NewBackend(pool, nil)
+	db := &countingDB{Pool: pool}
+	client := lock.New(postgres.NewBackend(db, nil), nil)
 	for _, owner := range []string{"a\x00b", "bad\xff", "\xc3"} {
-		_, err := b.Acquire(ctx, "job", owner, time.Second)
-		require.ErrorIs(t, err, fence.ErrInvalid, "Acquire %q", owner)
-		require.ErrorIs(t, b.Extend(ctx, "job", owner, time.Second), fence.ErrInvalid, "Extend %q", owner)
-		require.ErrorIs(t, b.Release(ctx, "job", owner), fence.ErrInvalid, "Release %q", owner)
+		_, err := client.Resume(ctx, "job", owner, time.Second)
+		require.ErrorIs(t, err, fence.ErrInvalid, "Resume %q", owner)
+		err = client.ResumeDo(ctx, "job", owner, time.Second, func(context.Context, *lock.Lease) error { return nil })
+		require.ErrorIs(t, err, fence.ErrInvalid, "ResumeDo %q", owner)
 	}
+	require.Zero(t, db.n.Load(), "statements sent")
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM fencekit_leases`).Scan(&n))
 	require.Zero(t, n)

@@ -15,13 +15,14 @@ import (
 	"github.com/fencekit/fencekit/fence/fencetest"
 	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
 	"github.com/fencekit/fencekit/internal/testkit"
-	"github.com/fencekit/fencekit/lock"
-	"github.com/fencekit/fencekit/lock/locktest"
+	"github.com/fencekit/fencekit/lock/driver"
+	"github.com/fencekit/fencekit/lock/drivertest"
 )
 
-// TestFaults runs both fault kits on pgxpool with its default configuration,
-// every connection made through the kit's dial function. The tables are the
-// test's own and are dropped when it ends.
+// TestFaults runs the store's fault kit and the driver contract's
+// (drivertest.RunFaults, every lock shape) on pgxpool with its default
+// configuration, every connection made through the kit's dial function.
+// The tables are the test's own and are dropped when it ends.
 func TestFaults(t *testing.T) {
 	t.Parallel()
 	url := testkit.PostgresURL(t)
@@ -73,22 +74,12 @@ func TestFaults(t *testing.T) {
 		})
 	})
 	t.Run("Backend", func(t *testing.T) {
-		locktest.RunFaults(t, addr, func(t *testing.T, dial faultproxy.DialFunc) lock.Backend {
-			return postgres.NewBackend(pool(t, dial), opts)
-		})
-	})
-	t.Run("Multi", func(t *testing.T) {
-		// AcquireMulti is a transaction: BEGIN and the batch of the
+		// An acquire of a set is a transaction: BEGIN and the batch of the
 		// set's statements, each waiting for its reply, then the COMMIT
-		// that takes the set.
-		locktest.RunMultiFaults(t, addr, func(t *testing.T, dial faultproxy.DialFunc) lock.Backend {
+		// that takes the set. An acquire of a permit is one request: a
+		// batch, sent as one write.
+		drivertest.RunFaults(t, addr, func(t *testing.T, dial faultproxy.DialFunc) driver.Backend {
 			return postgres.NewBackend(pool(t, dial), opts)
-		}, 2)
-	})
-	t.Run("Permits", func(t *testing.T) {
-		// AcquirePermit is one request: a batch, sent as one write.
-		locktest.RunPermitFaults(t, addr, func(t *testing.T, dial faultproxy.DialFunc) lock.Backend {
-			return postgres.NewBackend(pool(t, dial), opts)
-		}, 0)
+		}, &drivertest.FaultOptions{RequestsBeforeSet: 2})
 	})
 }

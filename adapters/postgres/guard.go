@@ -37,7 +37,7 @@ func NewGuard(opts *Options) *Guard { return &Guard{f: newFencer(opts)} }
 //
 // A stale refusal is also reported to the Observer of the lease that ctx
 // carries (the context of lock.Client.Do, Lead or lock.WithLease, or
-// lock.ContextWithLease), as lock.EventStale for resource.
+// lock.ContextWithLease), to its lock.Observer.Stale for resource.
 func (g *Guard) Check(ctx context.Context, tx DB, resource string, token fence.Token) error {
 	if tx == nil {
 		return fence.Invalid("postgres: guard check: nil transaction")

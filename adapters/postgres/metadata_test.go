@@ -11,6 +11,7 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Migrate adds the metadata column to a lease table created before leases
@@ -33,16 +34,20 @@ func TestMigrateAddsMetadataColumn(t *testing.T) {
 WHERE table_schema = current_schema() AND table_name = 'fencekit_leases' AND column_name = 'metadata'`).Scan(&columns))
 	require.Equal(t, 1, columns)
 
-	b := postgres.NewBackend(pool, nil)
-	info, err := b.Inspect(ctx, "old")
+	b := newCalls(pool, nil)
+	info, err := b.inspect(ctx, "old")
 	require.NoError(t, err)
-	require.Equal(t, lock.Info{Name: "old", Held: true, Owner: old, Token: 41, TTL: info.TTL}, info, "an old lease reports no metadata")
-	tok, err := b.Acquire(lock.ContextWithMetadata(ctx, "host=b"), "old", old, time.Minute)
+	require.Len(t, info.Holders, 1)
+	require.Equal(t, driver.Info{Name: "old", Kind: driver.Exclusive, Holders: []driver.Holder{
+		{Owner: old, Kind: driver.Exclusive, Token: 41, TTL: info.Holders[0].TTL},
+	}}, info, "an old lease reports no metadata")
+	tok, err := b.acquireMD(ctx, "old", old, time.Minute, "host=b")
 	require.NoError(t, err)
 	require.Equal(t, fence.Token(41), tok)
-	info, err = b.Inspect(ctx, "old")
+	info, err = b.inspect(ctx, "old")
 	require.NoError(t, err)
-	require.Equal(t, "host=b", info.Metadata)
+	require.Len(t, info.Holders, 1)
+	require.Equal(t, "host=b", info.Holders[0].Metadata)
 }
 
 // The metadata column holds what the holder attached while the lease
@@ -51,32 +56,35 @@ WHERE table_schema = current_schema() AND table_name = 'fencekit_leases' AND col
 func TestMetadataColumn(t *testing.T) {
 	ctx := testCtx(t)
 	pool := migrated(t, testkit.Postgres(t))
-	b := postgres.NewBackend(pool, nil)
+	b := newCalls(pool, nil)
 	column := func() *string {
 		var md *string
 		require.NoError(t, pool.QueryRow(ctx, `SELECT metadata FROM fencekit_leases WHERE name = 'l'`).Scan(&md))
 		return md
 	}
 	a := newOwner(t)
-	_, err := b.Acquire(lock.ContextWithMetadata(ctx, "it's\n\"here\""), "l", a, time.Minute)
+	_, err := b.acquireMD(ctx, "l", a, time.Minute, "it's\n\"here\"")
 	require.NoError(t, err)
 	require.NotNil(t, column())
 	require.Equal(t, "it's\n\"here\"", *column())
-	require.NoError(t, b.Release(ctx, "l", a))
+	require.NoError(t, b.release(ctx, "l", a))
 	require.Nil(t, column(), "Release clears the metadata")
-	_, err = b.Acquire(ctx, "l", newOwner(t), time.Minute)
+	_, err = b.acquire(ctx, "l", newOwner(t), time.Minute)
 	require.NoError(t, err)
 	require.Nil(t, column(), "a holder without metadata stores NULL")
 }
 
 // Metadata with a NUL byte is refused before any statement is sent (text
-// columns cannot hold NUL).
+// columns cannot hold NUL): by the Client, from its Options or from the
+// context.
 func TestMetadataRefusedBeforeSending(t *testing.T) {
 	ctx := testCtx(t)
 	db := &countingDB{Pool: migrated(t, testkit.Postgres(t))}
 	b := postgres.NewBackend(db, nil)
-	_, err := b.Acquire(lock.ContextWithMetadata(ctx, "a\x00b"), "l", newOwner(t), time.Minute)
-	require.ErrorIs(t, err, fence.ErrInvalid)
+	_, err := lock.New(b, &lock.Options{Metadata: "a\x00b"}).TryAcquire(ctx, "l", time.Minute)
+	require.ErrorIs(t, err, fence.ErrInvalid, "Options.Metadata")
+	_, err = lock.New(b, nil).TryAcquire(lock.ContextWithMetadata(ctx, "a\x00b"), "l", time.Minute)
+	require.ErrorIs(t, err, fence.ErrInvalid, "ContextWithMetadata")
 	require.Zero(t, db.n.Load(), "statements sent")
 }
 
@@ -84,19 +92,19 @@ func TestMetadataRefusedBeforeSending(t *testing.T) {
 func TestMetadataOneStatement(t *testing.T) {
 	ctx := testCtx(t)
 	db := &countingDB{Pool: migrated(t, testkit.Postgres(t))}
-	b := postgres.NewBackend(db, nil)
+	b := newCalls(db, nil)
 	a := newOwner(t)
-	mdctx := lock.ContextWithMetadata(ctx, "host=a pid=1")
+	const md = "host=a pid=1"
 	for _, op := range []struct {
 		name string
 		run  func() error
 	}{
-		{"Acquire with metadata", func() error { _, err := b.Acquire(mdctx, "l", a, time.Minute); return err }},
-		{"same-owner Acquire with metadata", func() error { _, err := b.Acquire(mdctx, "l", a, time.Minute); return err }},
+		{"Acquire with metadata", func() error { _, err := b.acquireMD(ctx, "l", a, time.Minute, md); return err }},
+		{"same-owner Acquire with metadata", func() error { _, err := b.acquireMD(ctx, "l", a, time.Minute, md); return err }},
 		{"Inspect", func() error {
-			info, err := b.Inspect(ctx, "l")
-			if err == nil && info.Metadata != "host=a pid=1" {
-				t.Errorf("Inspect reported metadata %q", info.Metadata)
+			info, err := b.inspect(ctx, "l")
+			if h, _ := holderOf(info); err == nil && h.Metadata != md {
+				t.Errorf("Inspect reported metadata %q", h.Metadata)
 			}
 			return err
 		}},

@@ -33,13 +33,11 @@ func TestStaleRefusalsReachTheObserver(t *testing.T) {
 
 	var mu sync.Mutex
 	var stale []lock.Event
-	client := lock.New(postgres.NewBackend(pool, nil), &lock.Options{Observer: func(e lock.Event) {
-		if e.Kind == lock.EventStale {
-			mu.Lock()
-			stale = append(stale, e)
-			mu.Unlock()
-		}
-	}})
+	client := lock.New(newCalls(pool, nil), &lock.Options{Observer: &lock.Observer{Stale: func(e lock.Event) {
+		mu.Lock()
+		stale = append(stale, e)
+		mu.Unlock()
+	}}})
 	row := postgres.Row{Table: pgx.Identifier{"jobs"}, Key: postgres.Match{"id": 1}}
 	err = client.Do(ctx, "jobs", time.Minute, func(ctx context.Context, lease *lock.Lease) error {
 		tx, err := pool.Begin(ctx)

@@ -8,10 +8,46 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
-var _ lock.PermitBackend = (*Backend)(nil)
+// The permit tables write a kind as a smallint, in the numbering of their
+// first version: 1 a semaphore's permit, 2 a read permit, 3 a write permit.
+// A name's shape there is 1 (a semaphore) or 3 (a read-write lock), 0
+// before its first permit. The statements of permit_sql.go spell these
+// numbers out.
+const (
+	storedSemaphore int16 = 1
+	storedRead      int16 = 2
+	storedWrite     int16 = 3
+)
+
+// storedKind is how the permit tables write the permit kind k.
+func storedKind(k driver.Kind) int16 {
+	switch k {
+	case driver.Semaphore:
+		return storedSemaphore
+	case driver.Read:
+		return storedRead
+	case driver.Write:
+		return storedWrite
+	}
+	return 0
+}
+
+// kindOf is the permit kind, or a name's shape, that the permit tables
+// write as stored; 0 for none.
+func kindOf(stored int16) driver.Kind {
+	switch stored {
+	case storedSemaphore:
+		return driver.Semaphore
+	case storedRead:
+		return driver.Read
+	case storedWrite:
+		return driver.Write
+	}
+	return 0
+}
 
 // permitBox names owner's wake-ups for the permit name, as the statements
 // write them: a mailbox apart from the single-name locks' (see mailbox),
@@ -20,11 +56,12 @@ func permitBox(name, owner string) string {
 	return "p" + mailbox(name, owner)
 }
 
-// AcquirePermit takes a permit on name for owner (a semaphore's, or a
-// read-write lock's read or write permit), extends the one owner holds, or
-// keeps owner's place in line when req.Place > 0, as lock.PermitBackend
-// says. The permits live in the lease table's permit tables (see Migrate),
-// apart from the single-name locks, and expire on the database clock.
+// acquirePermit (Acquire with a permit kind) takes a permit on req.Name
+// for req.Owner (a semaphore's, or a read-write lock's read or write
+// permit), extends the one the owner holds, or keeps the owner's place in
+// line when req.Place > 0, as the driver contract says. The permits live in
+// the lease table's permit tables (see Migrate), apart from the single-name
+// locks, and expire on the database clock. They keep no metadata.
 //
 // It is one round trip: a batch of two statements that the server runs as
 // one transaction, the first locking name's state row (creating it on the
@@ -34,12 +71,10 @@ func permitBox(name, owner string) string {
 //
 // Before Migrate has created the permit tables, it returns an error
 // matching ErrNotMigrated.
-func (b *Backend) AcquirePermit(ctx context.Context, name, owner string, req lock.PermitRequest) (lock.Permit, error) {
-	if err := lock.ValidatePermit(name, owner, req); err != nil {
-		return lock.Permit{}, err
-	}
+func (b *Backend) acquirePermit(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	name, owner := req.Name, req.Owner
 	if err := b.permitReady(ctx); err != nil {
-		return lock.Permit{}, err
+		return driver.Grant{}, err
 	}
 	// The mailbox exists before the statements run: a release right after
 	// them finds it.
@@ -59,7 +94,7 @@ func (b *Backend) AcquirePermit(ctx context.Context, name, owner string, req loc
 	)
 	op := fmt.Sprintf("acquire a permit on %q", name)
 	err := b.permitBatch(ctx, op, b.permits.lockNew, b.permits.acquire,
-		[]any{name, owner, int16(req.Kind), int32(req.Limit), interval(req.TTL), interval(req.Place), channel},
+		[]any{name, owner, storedKind(req.Kind), int32(req.Limit), interval(req.TTL), interval(req.Place), channel},
 		func(br pgx.BatchResults) error {
 			return br.QueryRow().Scan(&verdict, &token, &prior, &heldMicros, &kind, &limit)
 		})
@@ -67,7 +102,7 @@ func (b *Backend) AcquirePermit(ctx context.Context, name, owner string, req loc
 		if req.Place == 0 {
 			b.waker.close(box)
 		}
-		return lock.Permit{}, err
+		return driver.Grant{}, err
 	}
 	if verdict != "place" {
 		b.waker.close(box) // not in line: nothing to wake
@@ -75,34 +110,34 @@ func (b *Backend) AcquirePermit(ctx context.Context, name, owner string, req loc
 	switch verdict {
 	case "admit", "mine":
 		if token == nil || prior == nil {
-			return lock.Permit{}, fmt.Errorf("postgres: %s: no token in the reply (verdict %s)", op, verdict)
+			return driver.Grant{}, fmt.Errorf("postgres: %s: no token in the reply (verdict %s)", op, verdict)
 		}
-		return lock.Permit{Token: fence.Token(*token), PriorWriter: fence.Token(*prior)}, nil
+		return driver.Grant{Token: fence.Token(*token), PriorWriter: fence.Token(*prior)}, nil
 	case "shape":
-		return lock.Permit{}, lock.ShapeMismatch(name, lock.PermitKind(kind), int(limit), req)
+		return driver.Grant{}, driver.ShapeMismatch(name, kindOf(kind), int(limit), req)
 	case "kind":
-		return lock.Permit{}, fmt.Errorf("%w: owner holds a permit of another kind on %q than the %v permit asked for",
-			lock.ErrShapeMismatch, name, req.Kind)
+		return driver.Grant{}, fmt.Errorf("%w: owner holds a permit of another kind on %q than the %v permit asked for",
+			driver.ErrShapeMismatch, name, req.Kind)
 	case "place", "held":
-		held := &lock.HeldError{Name: name}
+		held := &driver.HeldError{Name: name, Kind: req.Kind}
 		if heldMicros != nil && *heldMicros > 0 {
 			held.TTL = time.Duration(*heldMicros) * time.Microsecond
 		}
-		return lock.Permit{}, held
+		if req.Kind == driver.Semaphore {
+			held.Permits = req.Limit // the shape is the request's, or the verdict were "shape"
+		}
+		return driver.Grant{}, held
 	}
-	return lock.Permit{}, fmt.Errorf("postgres: %s: unknown verdict %q", op, verdict)
+	return driver.Grant{}, fmt.Errorf("postgres: %s: unknown verdict %q", op, verdict)
 }
 
-// ExtendPermit renews owner's live permit on name to ttl from now, on the
+// extendPermit renews owner's live permit on name to ttl from now, on the
 // database clock. It never re-creates a permit that expired or was
-// released: then it returns an error matching lock.ErrNotHeld. One round
+// released: then it returns an error matching driver.ErrNotHeld. One round
 // trip: the batch locks name's state row shared (so a renewal and an
 // acquire that might count the permit as expired are serialized) and
 // updates the permit.
-func (b *Backend) ExtendPermit(ctx context.Context, name, owner string, ttl time.Duration) error {
-	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
-		return err
-	}
+func (b *Backend) extendPermit(ctx context.Context, name, owner string, ttl time.Duration) error {
 	if err := b.permitReady(ctx); err != nil {
 		return err
 	}
@@ -118,20 +153,17 @@ func (b *Backend) ExtendPermit(ctx context.Context, name, owner string, ttl time
 		return err
 	}
 	if renewed == 0 {
-		return fmt.Errorf("postgres: %s: %w", op, lock.ErrNotHeld)
+		return fmt.Errorf("postgres: %s: %w", op, driver.ErrNotHeld)
 	}
 	return nil
 }
 
-// ReleasePermit deletes owner's live permit on name, keeping name's token
+// releasePermit deletes owner's live permit on name, keeping name's token
 // counter, and notifies the waiters in line that the permits left let in.
-// When owner holds none it returns an error matching lock.ErrNotHeld. One
+// When owner holds none it returns an error matching driver.ErrNotHeld. One
 // round trip (the batch locks name's state row, so that two releases at
 // once both see each other's permits gone and wake whom they let in).
-func (b *Backend) ReleasePermit(ctx context.Context, name, owner string) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
+func (b *Backend) releasePermit(ctx context.Context, name, owner string) error {
 	if err := b.permitReady(ctx); err != nil {
 		return err
 	}
@@ -143,23 +175,20 @@ func (b *Backend) ReleasePermit(ctx context.Context, name, owner string) error {
 		return err
 	}
 	if released == 0 {
-		return fmt.Errorf("postgres: %s: %w", op, lock.ErrNotHeld)
+		return fmt.Errorf("postgres: %s: %w", op, driver.ErrNotHeld)
 	}
 	return nil
 }
 
-// AwaitPermit waits until owner is woken for name (a ReleasePermit or
-// LeavePermitLine that lets it in, notified on WakeChannel), max has
+// awaitPermit waits until owner is woken for name (a releasePermit or
+// leavePermitLine that lets it in, notified on WakeChannel), max has
 // passed, or ctx ends (then its error matches ctx.Err()). The first wait
 // through this Backend opens the listening connection; once LISTEN has
 // taken effect, one statement asks whether owner's place is let in already
 // (a wake-up sent before LISTEN is lost): then it returns at once, so that
 // the caller asks again, and otherwise it waits, since any later change
 // notifies it.
-func (b *Backend) AwaitPermit(ctx context.Context, name, owner string, max time.Duration) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
+func (b *Backend) awaitPermit(ctx context.Context, name, owner string, max time.Duration) error {
 	if b.err != nil {
 		return b.err
 	}
@@ -173,12 +202,9 @@ func (b *Backend) AwaitPermit(ctx context.Context, name, owner string, max time.
 	})
 }
 
-// LeavePermitLine deletes owner's place in name's line, notifying the
+// leavePermitLine deletes owner's place in name's line, notifying the
 // waiters that its going lets in; nil when owner has none. One round trip.
-func (b *Backend) LeavePermitLine(ctx context.Context, name, owner string) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
+func (b *Backend) leavePermitLine(ctx context.Context, name, owner string) error {
 	if err := b.permitReady(ctx); err != nil {
 		return err
 	}
@@ -189,18 +215,13 @@ func (b *Backend) LeavePermitLine(ctx context.Context, name, owner string) error
 		func(br pgx.BatchResults) error { return br.QueryRow().Scan(&notified) })
 }
 
-// InspectPermits reports name's shape, live permits (remaining TTLs on the
-// database clock), live places and last writer, from one statement's
+// inspectPermits reports name's shape (Semaphore, or Write for a
+// read-write lock; 0 when nothing is live), live permits (remaining TTLs on
+// the database clock), live places and last writer, from one statement's
 // snapshot.
-func (b *Backend) InspectPermits(ctx context.Context, name string) (lock.Permits, error) {
-	if name == "" {
-		return lock.Permits{}, fence.Invalid("empty lock name")
-	}
-	if err := fence.ValidateKey(name); err != nil {
-		return lock.Permits{}, fmt.Errorf("lock name: %w", err)
-	}
+func (b *Backend) inspectPermits(ctx context.Context, name string) (driver.Info, error) {
 	if err := b.permitReady(ctx); err != nil {
-		return lock.Permits{}, err
+		return driver.Info{}, err
 	}
 	var (
 		kind                 int16
@@ -213,22 +234,22 @@ func (b *Backend) InspectPermits(ctx context.Context, name string) (lock.Permits
 	err := b.db.QueryRow(ctx, b.permits.inspect, name).
 		Scan(&kind, &limit, &lastWriter, &waiting, &owners, &kinds, &tokens, &remainMicros)
 	if err != nil {
-		return lock.Permits{}, wrapTableErr(b.permitTable, fixMigrate, fmt.Sprintf("inspect the permits on %q", name), err)
+		return driver.Info{}, wrapTableErr(b.permitTable, fixMigrate, fmt.Sprintf("inspect the permits on %q", name), err)
 	}
-	p := lock.Permits{Name: name, Waiting: int(waiting), LastWriter: fence.Token(lastWriter)}
+	info := driver.Info{Name: name, Waiting: int(waiting), LastWriter: fence.Token(lastWriter)}
 	for i := range owners {
-		p.Holders = append(p.Holders, lock.PermitHolder{
+		info.Holders = append(info.Holders, driver.Holder{
 			Owner: owners[i],
-			Kind:  lock.PermitKind(kinds[i]),
+			Kind:  kindOf(kinds[i]),
 			Token: fence.Token(tokens[i]),
 			TTL:   time.Duration(remainMicros[i]) * time.Microsecond,
 		})
 	}
-	if len(p.Holders) > 0 || p.Waiting > 0 {
+	if len(info.Holders) > 0 || info.Waiting > 0 {
 		// The shape counts only while something is live.
-		p.Kind, p.Limit = lock.PermitKind(kind), int(limit)
+		info.Kind, info.Limit = kindOf(kind), int(limit)
 	}
-	return p, nil
+	return info, nil
 }
 
 // permitReady is what every permit call checks before it sends anything.

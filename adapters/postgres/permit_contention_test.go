@@ -11,11 +11,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/fencekit/fencekit/adapters/postgres"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Sixteen contenders for a semaphore of 3, half of them polling (no
@@ -42,12 +42,12 @@ func TestPermitSemaphoreNeverOverLimit(t *testing.T) {
 			pool, err := pgxpool.NewWithConfig(ctx, cfg)
 			require.NoError(t, err)
 			defer pool.Close()
-			contend(t, postgres.NewBackend(pool, nil))
+			contend(t, newCalls(pool, nil))
 		})
 	}
 }
 
-func contend(t *testing.T, b *postgres.Backend) {
+func contend(t *testing.T, b calls) {
 	const (
 		contenders = 16
 		limit      = 3
@@ -75,12 +75,12 @@ func contend(t *testing.T, b *postgres.Backend) {
 				req.Place = 3 * time.Second
 			}
 			for turn := 0; turn < turns; {
-				p, err := b.AcquirePermit(ctx, "sem", owner, req)
+				p, err := b.permit(ctx, "sem", owner, req)
 				switch {
 				case errors.Is(err, lock.ErrHeld):
 					refusals.Add(1)
 					if req.Place > 0 {
-						err = b.AwaitPermit(ctx, "sem", owner, req.Place/3)
+						err = b.awaitPermit(ctx, "sem", owner, req.Place/3)
 					} else {
 						// A poller backs off (not synchronisation: it asks
 						// again either way), as lock.Client would.
@@ -104,7 +104,7 @@ func contend(t *testing.T, b *postgres.Backend) {
 				dup := tokens[p.Token]
 				tokens[p.Token] = true
 				mu.Unlock()
-				info, ierr := b.InspectPermits(ctx, "sem")
+				info, ierr := b.inspectPermits(ctx, "sem")
 				switch {
 				case n > limit:
 					t.Errorf("%d live permits counted by their holders; limit %d", n, limit)
@@ -116,7 +116,7 @@ func contend(t *testing.T, b *postgres.Backend) {
 					t.Errorf("the server reports %d live permits; limit %d", len(info.Holders), limit)
 				}
 				live.Add(-1)
-				if err := b.ReleasePermit(ctx, "sem", owner); err != nil {
+				if err := b.releasePermit(ctx, "sem", owner); err != nil {
 					t.Errorf("contender %d release: %v", i, err)
 					return
 				}
@@ -127,13 +127,13 @@ func contend(t *testing.T, b *postgres.Backend) {
 	require.Equal(t, contenders*turns, len(tokens), "permits granted")
 	require.Positive(t, refusals.Load(), "refusals: the contenders never contended")
 	t.Logf("%d grants, %d refusals, at most %d live at once", len(tokens), refusals.Load(), most.Load())
-	info, err := b.InspectPermits(context.Background(), "sem")
+	info, err := b.inspectPermits(context.Background(), "sem")
 	require.NoError(t, err)
 	require.Empty(t, info.Holders)
 	require.Zero(t, info.Waiting)
 }
 
-// A wake-up sent after AcquirePermit returned and before AwaitPermit is
+// A wake-up sent after a permit's Acquire returned and before its Await is
 // called is not lost: the waiter's mailbox exists from the acquire on, so
 // the later wait returns at once instead of at its maximum.
 func TestPermitWakeBeforeAwaitIsKept(t *testing.T) {
@@ -141,22 +141,22 @@ func TestPermitWakeBeforeAwaitIsKept(t *testing.T) {
 	b := permitBackend(t)
 	h, w := newOwner(t), newOwner(t)
 	// Listen first (a first wait returns once LISTEN took effect).
-	_, err := b.AcquirePermit(ctx, "s", h, semReq(1))
+	_, err := b.permit(ctx, "s", h, semReq(1))
 	require.NoError(t, err)
-	_, err = b.AcquirePermit(ctx, "s", w, inLine(semReq(1), 10*time.Second))
+	_, err = b.permit(ctx, "s", w, inLine(semReq(1), 10*time.Second))
 	require.ErrorIs(t, err, lock.ErrHeld)
-	require.NoError(t, b.AwaitPermit(ctx, "s", w, 0))
+	require.NoError(t, b.awaitPermit(ctx, "s", w, 0))
 	require.NotEqual(t, "", b.WakeChannel())
 
-	require.NoError(t, b.ReleasePermit(ctx, "s", h)) // the wake-up, before the wait
+	require.NoError(t, b.releasePermit(ctx, "s", h)) // the wake-up, before the wait
 	start := time.Now()
-	require.NoError(t, b.AwaitPermit(ctx, "s", w, 30*time.Second))
+	require.NoError(t, b.awaitPermit(ctx, "s", w, 30*time.Second))
 	require.Less(t, time.Since(start), 15*time.Second, "the wake-up sent before the wait was lost")
-	_, err = b.AcquirePermit(ctx, "s", w, inLine(semReq(1), 10*time.Second))
+	_, err = b.permit(ctx, "s", w, inLine(semReq(1), 10*time.Second))
 	require.NoError(t, err)
 }
 
-// The first AwaitPermit of a Backend opens its listening connection, so a
+// The first Await of a permit on a Backend opens its listening connection, so a
 // release before it was notified to nobody: the wait finds the place let
 // in and returns at once. A place not let in waits instead (to the
 // context's end here), though the connection was only just opened.
@@ -164,28 +164,28 @@ func TestPermitFirstAwaitAfterListen(t *testing.T) {
 	ctx := testCtx(t)
 	b := permitBackend(t)
 	h, w := newOwner(t), newOwner(t)
-	_, err := b.AcquirePermit(ctx, "s", h, semReq(1))
+	_, err := b.permit(ctx, "s", h, semReq(1))
 	require.NoError(t, err)
-	_, err = b.AcquirePermit(ctx, "s", w, inLine(semReq(1), 10*time.Second))
+	_, err = b.permit(ctx, "s", w, inLine(semReq(1), 10*time.Second))
 	require.ErrorIs(t, err, lock.ErrHeld)
-	require.NoError(t, b.ReleasePermit(ctx, "s", h)) // nobody listens yet
+	require.NoError(t, b.releasePermit(ctx, "s", h)) // nobody listens yet
 	start := time.Now()
-	require.NoError(t, b.AwaitPermit(ctx, "s", w, 30*time.Second))
+	require.NoError(t, b.awaitPermit(ctx, "s", w, 30*time.Second))
 	require.Less(t, time.Since(start), 15*time.Second, "the release before LISTEN was missed")
 
 	b2 := permitBackend(t)
-	_, err = b2.AcquirePermit(ctx, "s", h, semReq(1))
+	_, err = b2.permit(ctx, "s", h, semReq(1))
 	require.NoError(t, err)
-	_, err = b2.AcquirePermit(ctx, "s", w, inLine(semReq(1), 10*time.Second))
+	_, err = b2.permit(ctx, "s", w, inLine(semReq(1), 10*time.Second))
 	require.ErrorIs(t, err, lock.ErrHeld)
 	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	require.ErrorIs(t, b2.AwaitPermit(wctx, "s", w, 30*time.Second), context.DeadlineExceeded,
+	require.ErrorIs(t, b2.awaitPermit(wctx, "s", w, 30*time.Second), context.DeadlineExceeded,
 		"a first wait whose place is not let in")
 }
 
 // Every call honours its context: a context that has ended sends nothing
-// and changes nothing, and AwaitPermit returns ctx's error when ctx ends
+// and changes nothing, and Await returns ctx's error when ctx ends
 // while it waits.
 func TestPermitHonoursContext(t *testing.T) {
 	ctx := testCtx(t)
@@ -193,26 +193,26 @@ func TestPermitHonoursContext(t *testing.T) {
 	a, c := newOwner(t), newOwner(t)
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err := b.AcquirePermit(done, "s", a, semReq(1))
+	_, err := b.permit(done, "s", a, semReq(1))
 	require.ErrorIs(t, err, context.Canceled)
-	require.ErrorIs(t, b.ExtendPermit(done, "s", a, time.Minute), context.Canceled)
-	require.ErrorIs(t, b.ReleasePermit(done, "s", a), context.Canceled)
-	require.ErrorIs(t, b.LeavePermitLine(done, "s", a), context.Canceled)
-	_, err = b.InspectPermits(done, "s")
+	require.ErrorIs(t, b.extendPermit(done, "s", a, time.Minute), context.Canceled)
+	require.ErrorIs(t, b.releasePermit(done, "s", a), context.Canceled)
+	require.ErrorIs(t, b.leavePermitLine(done, "s", a), context.Canceled)
+	_, err = b.inspectPermits(done, "s")
 	require.ErrorIs(t, err, context.Canceled)
-	info, err := b.InspectPermits(ctx, "s")
+	info, err := b.inspectPermits(ctx, "s")
 	require.NoError(t, err)
 	require.Empty(t, info.Holders, "an acquire with an ended context took a permit")
 
-	_, err = b.AcquirePermit(ctx, "s", a, semReq(1))
+	_, err = b.permit(ctx, "s", a, semReq(1))
 	require.NoError(t, err)
-	_, err = b.AcquirePermit(ctx, "s", c, inLine(semReq(1), 10*time.Second))
+	_, err = b.permit(ctx, "s", c, inLine(semReq(1), 10*time.Second))
 	require.ErrorIs(t, err, lock.ErrHeld)
-	require.NoError(t, b.AwaitPermit(ctx, "s", c, 0)) // opens the listening connection
+	require.NoError(t, b.awaitPermit(ctx, "s", c, 0)) // opens the listening connection
 	wctx, wcancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer wcancel()
 	start := time.Now()
-	err = b.AwaitPermit(wctx, "s", c, 30*time.Second)
+	err = b.awaitPermit(wctx, "s", c, 30*time.Second)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Less(t, time.Since(start), 10*time.Second)
 }
@@ -244,12 +244,12 @@ func TestPermitReadWriteExclusionUnderContention(t *testing.T) {
 			req := inLine(readReq, 3*time.Second)
 			req.TTL = 30 * time.Second
 			if i%3 == 0 {
-				req.Kind = lock.WritePermit
+				req.Kind = driver.Write
 			}
 			for turn := 0; turn < turns; {
-				_, err := b.AcquirePermit(ctx, "rw", owner, req)
+				_, err := b.permit(ctx, "rw", owner, req)
 				if errors.Is(err, lock.ErrHeld) {
-					if err := b.AwaitPermit(ctx, "rw", owner, req.Place/3); err != nil {
+					if err := b.awaitPermit(ctx, "rw", owner, req.Place/3); err != nil {
 						t.Errorf("contender %d waiting: %v", i, err)
 						return
 					}
@@ -260,7 +260,7 @@ func TestPermitReadWriteExclusionUnderContention(t *testing.T) {
 					return
 				}
 				turn++
-				if req.Kind == lock.WritePermit {
+				if req.Kind == driver.Write {
 					if w := writers.Add(1); w > 1 || readers.Load() > 0 {
 						t.Errorf("a writer beside %d writers and %d readers", w-1, readers.Load())
 					}
@@ -272,12 +272,12 @@ func TestPermitReadWriteExclusionUnderContention(t *testing.T) {
 					if writers.Load() > 0 {
 						t.Error("a reader beside a writer")
 					}
-					if _, err := b.InspectPermits(ctx, "rw"); err != nil { // hold a moment, on the server
+					if _, err := b.inspectPermits(ctx, "rw"); err != nil { // hold a moment, on the server
 						t.Error(err)
 					}
 					readers.Add(-1)
 				}
-				if err := b.ReleasePermit(ctx, "rw", owner); err != nil {
+				if err := b.releasePermit(ctx, "rw", owner); err != nil {
 					t.Errorf("contender %d release: %v", i, err)
 					return
 				}
@@ -286,7 +286,7 @@ func TestPermitReadWriteExclusionUnderContention(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("readers shared the lock: %v", sawShared.Load())
-	info, err := b.InspectPermits(ctx, "rw")
+	info, err := b.inspectPermits(ctx, "rw")
 	require.NoError(t, err)
 	require.Empty(t, info.Holders)
 	require.Zero(t, info.Waiting)

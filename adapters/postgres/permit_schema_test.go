@@ -17,6 +17,7 @@ import (
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // On the previous version's schema (lease table with metadata, queue
@@ -32,81 +33,89 @@ func TestMigrateAddsPermitTables(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, pgqueue.Table("fencekit_leases_queue"))
 	require.NoError(t, err)
-	b := postgres.NewBackend(pool, nil)
+	b := newCalls(pool, nil)
 	o := newOwner(t)
 
-	_, err = b.AcquirePermit(ctx, "s", o, semReq(2))
+	_, err = b.permit(ctx, "s", o, semReq(2))
 	require.ErrorIs(t, err, postgres.ErrNotMigrated)
 	require.ErrorContains(t, err, "postgres.Migrate")
 	require.ErrorContains(t, err, "fencekit_leases_permits")
-	require.False(t, lock.Retryable(err), "a missing table is permanent")
+	require.False(t, driver.Retryable(err), "a missing table is permanent")
 	for name, err := range map[string]error{
-		"ExtendPermit":    b.ExtendPermit(ctx, "s", o, time.Minute),
-		"ReleasePermit":   b.ReleasePermit(ctx, "s", o),
-		"LeavePermitLine": b.LeavePermitLine(ctx, "s", o),
+		"Extend":  b.extendPermit(ctx, "s", o, time.Minute),
+		"Release": b.releasePermit(ctx, "s", o),
+		"Leave":   b.leavePermitLine(ctx, "s", o),
 	} {
 		require.ErrorIs(t, err, postgres.ErrNotMigrated, name)
 	}
-	_, err = b.InspectPermits(ctx, "s")
-	require.ErrorIs(t, err, postgres.ErrNotMigrated, "InspectPermits")
-	_, err = b.Acquire(ctx, "l", o, time.Minute)
+	_, err = b.inspectPermits(ctx, "s")
+	require.ErrorIs(t, err, postgres.ErrNotMigrated, "Inspect")
+	_, err = b.acquire(ctx, "l", o, time.Minute)
 	require.NoError(t, err, "a single-name lock before Migrate")
 
 	migrated(t, pool)
-	first, err := b.AcquirePermit(ctx, "s", o, semReq(2))
+	first, err := b.permit(ctx, "s", o, semReq(2))
 	require.NoError(t, err)
 	migrated(t, pool)
-	require.NoError(t, b.ReleasePermit(ctx, "s", o), "the permit survives a second Migrate")
-	next, err := b.AcquirePermit(ctx, "s", o, semReq(2))
+	require.NoError(t, b.releasePermit(ctx, "s", o), "the permit survives a second Migrate")
+	next, err := b.permit(ctx, "s", o, semReq(2))
 	require.NoError(t, err)
 	require.Greater(t, next.Token, first.Token)
 }
 
-// Bad input is refused with ErrInvalid before anything is sent: on a
-// schema without tables (where anything sent would fail with
-// ErrNotMigrated) and on a migrated one, where no row is written.
+// Bad input is refused with ErrInvalid by the Client before anything is
+// sent to the Backend: on a schema without tables (where anything sent
+// would fail with ErrNotMigrated) and on a migrated one, where no row is
+// written.
 func TestPermitInvalidInput(t *testing.T) {
 	ctx := testCtx(t)
-	o := newOwner(t)
 	ttl := time.Minute
-	bad := map[string]lock.PermitRequest{
-		"no kind":               {TTL: ttl},
-		"unknown kind":          {Kind: 9, TTL: ttl},
-		"semaphore of 0":        {Kind: lock.SemaphorePermit, TTL: ttl},
-		"semaphore over max":    {Kind: lock.SemaphorePermit, Limit: lock.MaxPermits + 1, TTL: ttl},
-		"reader with a limit":   {Kind: lock.ReadPermit, Limit: 2, TTL: ttl},
-		"ttl below the minimum": {Kind: lock.WritePermit, TTL: time.Microsecond},
-		"place below minimum":   {Kind: lock.WritePermit, TTL: ttl, Place: time.Millisecond},
-	}
 	for _, migrate := range []bool{false, true} {
 		pool := testkit.Postgres(t)
 		if migrate {
 			migrated(t, pool)
 		}
-		b := postgres.NewBackend(pool, nil)
-		for what, req := range bad {
-			_, err := b.AcquirePermit(ctx, "s", o, req)
-			require.ErrorIs(t, err, fence.ErrInvalid, what)
+		db := &countingDB{Pool: pool}
+		b := postgres.NewBackend(db, nil)
+		client := lock.New(b, nil)
+		bad := map[string]func() error{
+			"semaphore of 0": func() error { _, err := client.Semaphore("s", 0).TryAcquire(ctx, ttl); return err },
+			"semaphore over max": func() error {
+				_, err := client.Semaphore("s", driver.MaxPermits+1).TryAcquire(ctx, ttl)
+				return err
+			},
+			"ttl below the minimum": func() error { _, err := client.RWLock("s").TryAcquireWrite(ctx, time.Microsecond); return err },
+			"place below minimum": func() error {
+				queued := lock.New(b, &lock.Options{Queue: lock.QueueOptions{PlaceTTL: time.Millisecond}})
+				_, err := queued.RWLock("s").AcquireWrite(ctx, ttl)
+				return err
+			},
 		}
 		for what, name := range map[string]string{"empty name": "", "NUL in the name": "a\x00b", "long name": strings.Repeat("n", fence.MaxKeyLen+1)} {
-			_, err := b.AcquirePermit(ctx, name, o, semReq(1))
-			require.ErrorIs(t, err, fence.ErrInvalid, "AcquirePermit: "+what)
-			require.ErrorIs(t, b.ExtendPermit(ctx, name, o, ttl), fence.ErrInvalid, "ExtendPermit: "+what)
-			require.ErrorIs(t, b.ReleasePermit(ctx, name, o), fence.ErrInvalid, "ReleasePermit: "+what)
-			require.ErrorIs(t, b.AwaitPermit(ctx, name, o, time.Millisecond), fence.ErrInvalid, "AwaitPermit: "+what)
-			require.ErrorIs(t, b.LeavePermitLine(ctx, name, o), fence.ErrInvalid, "LeavePermitLine: "+what)
-			_, err = b.InspectPermits(ctx, name)
-			require.ErrorIs(t, err, fence.ErrInvalid, "InspectPermits: "+what)
+			bad["Semaphore.TryAcquire: "+what] = func() error { _, err := client.Semaphore(name, 1).TryAcquire(ctx, ttl); return err }
+			bad["RWLock.TryAcquireRead: "+what] = func() error { _, err := client.RWLock(name).TryAcquireRead(ctx, ttl); return err }
+			bad["Semaphore.Inspect: "+what] = func() error { _, err := client.Semaphore(name, 1).Inspect(ctx); return err }
+			bad["RWLock.Inspect: "+what] = func() error { _, err := client.RWLock(name).Inspect(ctx); return err }
 		}
-		_, err := b.AcquirePermit(ctx, "s", "", semReq(1))
-		require.ErrorIs(t, err, fence.ErrInvalid, "empty owner")
-		require.ErrorIs(t, b.ExtendPermit(ctx, "s", o, 0), fence.ErrInvalid, "ExtendPermit with no ttl")
-		if migrate {
-			var rows int
-			require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM fencekit_leases_permits)
+		for what, call := range bad {
+			require.ErrorIs(t, call(), fence.ErrInvalid, what)
+		}
+		require.Zero(t, db.n.Load(), "statements sent by refused calls")
+		if !migrate {
+			continue
+		}
+		var rows int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM fencekit_leases_permits)
     + (SELECT count(*) FROM fencekit_leases_permit_holders) + (SELECT count(*) FROM fencekit_leases_permit_places)`).Scan(&rows))
-			require.Zero(t, rows, "rows written by refused calls")
-		}
+		require.Zero(t, rows, "rows written by refused calls")
+
+		// A permit renewed with no ttl: refused, nothing sent.
+		permit, err := client.Semaphore("s", 1).TryAcquire(ctx, ttl)
+		require.NoError(t, err)
+		sent := db.n.Load()
+		require.ErrorIs(t, permit.Extend(ctx, 0), fence.ErrInvalid, "Extend with no ttl")
+		require.Equal(t, sent, db.n.Load(), "statements sent by a refused Extend")
+		require.NoError(t, permit.Release(ctx))
 	}
 }
 
@@ -118,11 +127,11 @@ func TestPermitTablesNameTooLong(t *testing.T) {
 	pool := testkit.Postgres(t)
 	opts := &postgres.Options{LeaseTable: pgx.Identifier{strings.Repeat("l", 55)}}
 	require.NoError(t, postgres.Migrate(ctx, pool, opts))
-	b := postgres.NewBackend(pool, opts)
+	b := newCalls(pool, opts)
 	o := newOwner(t)
-	_, err := b.Acquire(ctx, "l", o, time.Minute)
+	_, err := b.acquire(ctx, "l", o, time.Minute)
 	require.NoError(t, err)
-	_, err = b.AcquirePermit(ctx, "s", o, semReq(1))
+	_, err = b.permit(ctx, "s", o, semReq(1))
 	require.ErrorIs(t, err, fence.ErrInvalid)
 	require.ErrorContains(t, err, "permit table")
 }
@@ -172,32 +181,32 @@ func TestPermitRoundTrips(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	defer pool.Close()
-	b := postgres.NewBackend(pool, nil)
+	b := newCalls(pool, nil)
 	ops := []struct {
 		name       string
 		statements int64
 		run        func(a, w string) error
 	}{
-		{"AcquirePermit (granted)", 2, func(a, _ string) error { _, err := b.AcquirePermit(ctx, "s", a, semReq(1)); return err }},
-		{"AcquirePermit (same owner)", 2, func(a, _ string) error { _, err := b.AcquirePermit(ctx, "s", a, semReq(1)); return err }},
-		{"AcquirePermit (refused)", 2, func(_, w string) error {
-			_, err := b.AcquirePermit(ctx, "s", w, semReq(1))
+		{"Acquire (granted)", 2, func(a, _ string) error { _, err := b.permit(ctx, "s", a, semReq(1)); return err }},
+		{"Acquire (same owner)", 2, func(a, _ string) error { _, err := b.permit(ctx, "s", a, semReq(1)); return err }},
+		{"Acquire (refused)", 2, func(_, w string) error {
+			_, err := b.permit(ctx, "s", w, semReq(1))
 			if !isHeld(err) {
 				return err
 			}
 			return nil
 		}},
-		{"AcquirePermit (place kept)", 2, func(_, w string) error {
-			_, err := b.AcquirePermit(ctx, "s", w, inLine(semReq(1), time.Second))
+		{"Acquire (place kept)", 2, func(_, w string) error {
+			_, err := b.permit(ctx, "s", w, inLine(semReq(1), time.Second))
 			if !isHeld(err) {
 				return err
 			}
 			return nil
 		}},
-		{"ExtendPermit", 2, func(a, _ string) error { return b.ExtendPermit(ctx, "s", a, time.Minute) }},
-		{"InspectPermits", 0, func(string, string) error { _, err := b.InspectPermits(ctx, "s"); return err }},
-		{"LeavePermitLine", 2, func(_, w string) error { return b.LeavePermitLine(ctx, "s", w) }},
-		{"ReleasePermit", 2, func(a, _ string) error { return b.ReleasePermit(ctx, "s", a) }},
+		{"Extend", 2, func(a, _ string) error { return b.extendPermit(ctx, "s", a, time.Minute) }},
+		{"Inspect", 0, func(string, string) error { _, err := b.inspectPermits(ctx, "s"); return err }},
+		{"Leave", 2, func(_, w string) error { return b.leavePermitLine(ctx, "s", w) }},
+		{"Release", 2, func(a, _ string) error { return b.releasePermit(ctx, "s", a) }},
 	}
 	for pass := range 2 {
 		a, w := newOwner(t), newOwner(t)
@@ -223,22 +232,22 @@ func isHeld(err error) bool { return errors.Is(err, lock.ErrHeld) }
 func TestRestoreSQLRaisesPermits(t *testing.T) {
 	ctx := testCtx(t)
 	pool := migrated(t, testkit.Postgres(t))
-	b := postgres.NewBackend(pool, nil)
+	b := newCalls(pool, nil)
 	a, w := newOwner(t), newOwner(t)
-	_, err := b.AcquirePermit(ctx, "seen", a, writeReq)
+	_, err := b.permit(ctx, "seen", a, writeReq)
 	require.NoError(t, err)
-	_, err = b.AcquirePermit(ctx, "seen", w, inLine(writeReq, time.Minute))
+	_, err = b.permit(ctx, "seen", w, inLine(writeReq, time.Minute))
 	require.ErrorIs(t, err, lock.ErrHeld)
 
 	_, err = pool.Exec(ctx, restoreSQL(t))
 	require.NoError(t, err)
 	floor := fence.Token(time.Now().Add(-time.Hour).UnixMicro())
-	info, err := b.InspectPermits(ctx, "seen")
+	info, err := b.inspectPermits(ctx, "seen")
 	require.NoError(t, err)
 	require.Empty(t, info.Holders, "permits after the restore statement")
 	require.Zero(t, info.Waiting, "places after the restore statement")
 	for _, name := range []string{"seen", "never-seen"} {
-		p, err := b.AcquirePermit(ctx, name, w, readReq)
+		p, err := b.permit(ctx, name, w, readReq)
 		require.NoError(t, err, name)
 		require.Greater(t, p.Token, floor, name)
 		require.Greater(t, p.PriorWriter, floor, name+": prior writer")

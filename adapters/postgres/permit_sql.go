@@ -7,11 +7,11 @@ import (
 )
 
 // permitTables are the sanitized names of the three tables of permits
-// (lock.PermitBackend) that go with a lease table: the lease table's name
-// with "_permits" (one row per name: its shape, token counter, last writer
-// and arrival counter, kept forever), "_permit_holders" (one row per
-// permit) and "_permit_places" (one row per place in line) appended, in
-// the lease table's schema.
+// (semaphores and read-write locks) that go with a lease table: the lease
+// table's name with "_permits" (one row per name: its shape, token
+// counter, last writer and arrival counter, kept forever),
+// "_permit_holders" (one row per permit) and "_permit_places" (one row per
+// place in line) appended, in the lease table's schema.
 type permitTables struct {
 	state, holders, places string
 }
@@ -44,9 +44,9 @@ func newPermitTables(leases pgx.Identifier) (permitTables, error) {
 	return t, nil
 }
 
-// ddl creates the three tables. kind holds a lock.PermitKind; a name's
-// shape is kind 1 (a semaphore of lim permits) or 3 (a read-write lock),
-// and 0 before its first permit.
+// ddl creates the three tables. kind holds a permit kind as storedKind
+// writes it; a name's shape is kind 1 (a semaphore of lim permits) or 3 (a
+// read-write lock), and 0 before its first permit.
 func (t permitTables) ddl() string {
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
     name        text COLLATE "C" PRIMARY KEY,
@@ -98,9 +98,9 @@ type permitSQL struct {
 	lockNew string
 	// lockShared and lockOwn lock an existing state row of $1, shared (for
 	// Extend, which changes only its own permit) or exclusive (for Release
-	// and LeavePermitLine, which decide whom to wake).
+	// and leavePermitLine, which decide whom to wake).
 	lockShared, lockOwn string
-	// acquire is AcquirePermit's work, see buildPermitSQL.
+	// acquire is acquirePermit's work, see buildPermitSQL.
 	acquire string
 	// extend renews $2's live permit on $1 to $3 from now.
 	extend string
@@ -110,7 +110,7 @@ type permitSQL struct {
 	// inspect reads $1's shape, live permits, live places and last writer.
 	inspect string
 	// missed tells a waiter that has just started listening whether it
-	// may have missed its wake-up (see AwaitPermit).
+	// may have missed its wake-up (see awaitPermit).
 	missed string
 }
 
@@ -129,7 +129,7 @@ func buildPermitSQL(t permitTables) permitSQL {
     WINDOW w AS (ORDER BY seq)`, t.places, filter)
 	}
 	// Whether place p (a row of line) would be admitted now, given h (the
-	// live permits) and s (the state row): the rules of AcquirePermit.
+	// live permits) and s (the state row): the rules of acquirePermit.
 	letIn := `CASE
         WHEN s.kind = 1 THEN (SELECT count(*) FROM h) + p.i < s.lim
         WHEN p.kind = 3 THEN p.i = 0 AND NOT EXISTS (SELECT 1 FROM h)

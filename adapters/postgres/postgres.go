@@ -3,8 +3,10 @@
 //
 // Which part takes what, and why:
 //
-//   - Backend is a lock.Backend on a lease table. It takes a Pool (a
-//     *pgxpool.Pool), never a pgx.Tx or a *pgx.Conn: a token minted in a
+//   - Backend is a driver.Backend (lock/driver) on a lease table, for a
+//     lock.Client: locks, places in line, sets of locks, semaphores and
+//     read-write locks. It takes a Pool (a *pgxpool.Pool), never a pgx.Tx
+//     or a *pgx.Conn: a token minted in a
 //     transaction that rolls back would be minted again for the next holder
 //     (two holders, one token), and a lock.Client calls its Backend from
 //     several goroutines at once, which one connection cannot serve. Expiry
@@ -37,19 +39,21 @@
 //
 // Driver errors that a retry may cure (lost connections, timeouts,
 // conflicts, a server starting or shutting down) are marked with
-// lock.Transient, so that lock.Client retries them; all others (a missing
+// driver.Transient, so that lock.Client retries them; all others (a missing
 // table, a failed login) are permanent and fail fast.
 //
-// No session state is used: each call is one statement (two on a refusal),
-// so any connection of a pool will do. The one exception is queued waiting
-// (Backend.AcquireOrEnqueue, a lock.QueueBackend): while someone waits, the
-// Backend keeps one connection out of the pool that LISTENs for the
-// wake-ups Release sends with NOTIFY. Backend.Sweep, a maintenance call, is
-// a short transaction per batch of rows. The semaphores and read-write
-// locks (Backend.AcquirePermit, a lock.PermitBackend) send a batch of two
-// statements per call, one round trip, run as one implicit transaction: the
-// first locks the name's row, so that the second decides on what the
-// previous holder of that lock committed.
+// No session state is used: each call on a lock is one statement (two on a
+// refusal that raced a release), so any connection of a pool will do. The
+// exceptions: while someone waits in line (Backend.Await), the Backend
+// keeps one connection out of the pool that LISTENs for the wake-ups that
+// releases send with NOTIFY. A set of names (Backend.Acquire with
+// Request.Names) is one transaction. The semaphores and read-write locks
+// (the permit kinds of a Request or Claim) send a batch of two statements
+// per call, one round trip, run as one implicit transaction: the first
+// locks the name's row, so that the second decides on what the previous
+// holder of that lock committed. Backend.Sweep, a maintenance call, is a
+// short transaction per batch of rows. Pool lists the calls that take a
+// connection of their own.
 package postgres
 
 import (
@@ -64,7 +68,7 @@ import (
 
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/pgqueue"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // DB is what Store, Guard, UpdateFenced and Migrate need of a connection:
@@ -76,12 +80,29 @@ type DB interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Pool is what Backend needs: a pool of connections, on which every
-// statement takes a connection of its own and commits on its own.
+// Pool is what Backend and Admin need: a pool of connections, on which
+// every statement takes a connection of its own and commits on its own.
 // *pgxpool.Pool satisfies it; pgx.Tx and *pgx.Conn do not, on purpose (see
-// Backend). Only Backend.Sweep calls Acquire, for a transaction of its own:
-// the method is what sets a pool apart from a transaction or a single
-// connection.
+// Backend). Acquire is what sets a pool apart from a transaction or a
+// single connection. These calls use it, each for a connection of its own
+// that goes back to the pool when the call returns, but for the listening
+// one:
+//
+//   - Backend.Acquire of a set of names (Request.Names): its transaction.
+//   - Backend.Acquire, Extend, Release and Leave of a permit (kind
+//     Semaphore, Read or Write): their batch of two statements.
+//   - Backend.Await of an owner in line (for a lock or a permit) while the
+//     Backend has no listening connection: the connection that LISTENs for
+//     wake-ups (see Backend.WakeChannel), taken out of the pool
+//     (pgxpool.Conn.Hijack) and kept until none of the Backend's waiters
+//     has waited for 30 seconds, or the server ends it.
+//   - Backend.Sweep: a transaction per batch of rows.
+//   - Admin.Bump: its transaction.
+//
+// Every other call (Backend.Inspect; Backend.Acquire, Extend, Release and
+// Leave of a lock; Backend.Await once the listening connection is open;
+// Admin.List and Admin.Waiters) sends its statements through the pool's
+// QueryRow, Query or Exec, on whichever connection the pool gives it.
 type Pool interface {
 	DB
 	Acquire(ctx context.Context) (*pgxpool.Conn, error)
@@ -93,8 +114,7 @@ var (
 	_ DB   = (*pgx.Conn)(nil)
 	_ DB   = (pgx.Tx)(nil)
 
-	_ fence.Store  = (*Store)(nil)
-	_ lock.Backend = (*Backend)(nil)
+	_ fence.Store = (*Store)(nil)
 )
 
 // Default table names.
@@ -220,7 +240,7 @@ CREATE TABLE IF NOT EXISTS %s (
 
 // permitDDL creates the permit tables of the lease table leases, or
 // nothing when its name leaves no room for theirs: single-name locks keep
-// working there, and the permit methods say why they cannot.
+// working there, and the permit calls say why they cannot.
 func permitDDL(leases pgx.Identifier) string {
 	pt, err := newPermitTables(leases)
 	if err != nil {
@@ -230,8 +250,8 @@ func permitDDL(leases pgx.Identifier) string {
 }
 
 // Migrate creates the store and lease tables, the lease table's queue table
-// and its permit tables (see Backend.AcquirePermit) if they do not exist,
-// and adds the columns that later versions need (the lease table's
+// and its permit tables (of semaphores and read-write locks) if they do not
+// exist, and adds the columns that later versions need (the lease table's
 // metadata) to tables that an earlier version created; it leaves out that
 // ALTER TABLE when the columns are there, so that migrating a current
 // schema takes no table lock. It is idempotent and safe to run from
@@ -324,7 +344,7 @@ const (
 
 // wrapErr wraps a database error for op and classifies it (see transient):
 // serialization failures and deadlocks become a *ConflictError, failures
-// that a retry may cure are marked with lock.Transient, and everything else
+// that a retry may cure are marked with driver.Transient, and everything else
 // stays permanent, so that lock.Client.Acquire fails fast on it. The
 // driver's error is always kept for errors.As.
 func wrapErr(op string, err error) error {
@@ -338,12 +358,12 @@ func wrapErr(op string, err error) error {
 	}
 	switch {
 	case transient(err):
-		return lock.Transient(wrapped)
-	case hasPgErr && lock.Retryable(wrapped):
+		return driver.Transient(wrapped)
+	case hasPgErr && driver.Retryable(wrapped):
 		// The server refused (a failed login, say), and pgx joined that
 		// refusal with a network error from another host of the connection
 		// string. The refusal decides: hide the rest from errors.As, so
-		// that lock.Retryable does not take it for a network failure.
+		// that driver.Retryable does not take it for a network failure.
 		return &permanentError{msg: wrapped.Error(), cause: pgErr}
 	}
 	return wrapped

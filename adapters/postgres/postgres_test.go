@@ -19,6 +19,7 @@ import (
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 func testCtx(t *testing.T) context.Context { return testkit.Context(t) }
@@ -380,24 +381,24 @@ func TestHostileTableNames(t *testing.T) {
 		require.Equal(t, "v", string(rec.Value))
 		require.NoError(t, postgres.NewGuard(opts).Check(ctx, pool, "r", 1))
 
-		b := postgres.NewBackend(pool, opts)
+		b := newCalls(pool, opts)
 		o := newOwner(t)
-		tok, err := b.Acquire(ctx, "l'; DROP TABLE x; --", o, time.Minute)
+		tok, err := b.acquire(ctx, "l'; DROP TABLE x; --", o, time.Minute)
 		require.NoError(t, err)
 		require.Equal(t, fence.Token(1), tok)
-		require.NoError(t, b.Release(ctx, "l'; DROP TABLE x; --", o))
-		tok, err = b.AcquireOrEnqueue(ctx, "l'; DROP TABLE x; --", o, time.Minute, time.Second)
+		require.NoError(t, b.release(ctx, "l'; DROP TABLE x; --", o))
+		tok, err = b.enqueue(ctx, "l'; DROP TABLE x; --", o, time.Minute, time.Second)
 		require.NoError(t, err)
 		require.Equal(t, fence.Token(2), tok)
-		_, err = b.AcquireOrEnqueue(ctx, "l'; DROP TABLE x; --", newOwner(t), time.Minute, time.Second)
+		_, err = b.enqueue(ctx, "l'; DROP TABLE x; --", newOwner(t), time.Minute, time.Second)
 		require.ErrorIs(t, err, lock.ErrHeld)
-		require.NoError(t, b.Release(ctx, "l'; DROP TABLE x; --", o))
-		p, err := b.AcquirePermit(ctx, "l'; DROP TABLE x; --", o, lock.PermitRequest{Kind: lock.SemaphorePermit, Limit: 1, TTL: time.Minute})
+		require.NoError(t, b.release(ctx, "l'; DROP TABLE x; --", o))
+		p, err := b.permit(ctx, "l'; DROP TABLE x; --", o, driver.Request{Kind: driver.Semaphore, Limit: 1, TTL: time.Minute})
 		require.NoError(t, err)
 		require.Equal(t, fence.Token(1), p.Token, "a permit's tokens are its own")
-		_, err = b.AcquirePermit(ctx, "l'; DROP TABLE x; --", newOwner(t), lock.PermitRequest{Kind: lock.SemaphorePermit, Limit: 1, TTL: time.Minute, Place: time.Second})
+		_, err = b.permit(ctx, "l'; DROP TABLE x; --", newOwner(t), driver.Request{Kind: driver.Semaphore, Limit: 1, TTL: time.Minute, Place: time.Second})
 		require.ErrorIs(t, err, lock.ErrHeld)
-		require.NoError(t, b.ReleasePermit(ctx, "l'; DROP TABLE x; --", o))
+		require.NoError(t, b.releasePermit(ctx, "l'; DROP TABLE x; --", o))
 	}
 	var tables []string
 	rows, err := pool.Query(ctx, `SELECT schemaname || '.' || tablename FROM pg_tables WHERE schemaname IN ($1, 'odd "schema"') ORDER BY 1`, schema)
@@ -437,40 +438,40 @@ func TestTokensSurviveRestart(t *testing.T) {
 		require.NoError(t, conn.Close(ctx))
 	}
 	pool := migrated(t, srv.Pool(t))
-	b := postgres.NewBackend(pool, nil)
+	b := newCalls(pool, nil)
 	store := postgres.NewStore(pool, nil)
 
 	var tokens []fence.Token
 	cycle := func(label string) {
 		t.Helper()
 		o := newOwner(t)
-		tok, err := b.Acquire(ctx, "job", o, time.Minute)
+		tok, err := b.acquire(ctx, "job", o, time.Minute)
 		require.NoError(t, err, label)
 		if n := len(tokens); n > 0 {
 			require.Greater(t, tok, tokens[n-1], "%s: token must rise", label)
 		}
 		tokens = append(tokens, tok)
 		require.NoError(t, store.Put(ctx, "data", tok, []byte(label)), label)
-		require.NoError(t, b.Release(ctx, "job", o), label)
+		require.NoError(t, b.release(ctx, "job", o), label)
 		t.Logf("%-22s token %d", label, tok)
 	}
 	cycle("before restart")
 	cycle("before restart")
 	// A lease left held across the restart: its token must not be reused.
 	held := newOwner(t)
-	heldTok, err := b.Acquire(ctx, "job", held, 200*time.Millisecond)
+	heldTok, err := b.acquire(ctx, "job", held, 200*time.Millisecond)
 	require.NoError(t, err)
 	tokens = append(tokens, heldTok)
 	t.Logf("%-22s token %d (left held, TTL 200ms)", "before restart", heldTok)
 
 	srv.Stop()
 	srv.Start()
-	info, err := b.Inspect(ctx, "job")
+	info, err := b.inspect(ctx, "job")
 	require.NoError(t, err)
 	t.Logf("after stop/start: %+v", info)
 	poll(t, "the held lease to expire", func() bool {
-		info, err := b.Inspect(ctx, "job")
-		return err == nil && !info.Held
+		info, err := b.inspect(ctx, "job")
+		return err == nil && len(info.Holders) == 0
 	})
 	cycle("after stop/start")
 
@@ -498,25 +499,25 @@ func TestAnyConnection(t *testing.T) {
 	require.NoError(t, other.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid2))
 	require.NotEqual(t, pid1, pid2)
 
-	on1 := postgres.NewBackend(pool, nil)
-	on2 := postgres.NewBackend(other, nil)
+	on1 := newCalls(pool, nil)
+	on2 := newCalls(other, nil)
 	o := newOwner(t)
-	tok, err := on1.Acquire(ctx, "l", o, time.Minute)
+	tok, err := on1.acquire(ctx, "l", o, time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, on2.Extend(ctx, "l", o, 2*time.Minute))
-	again, err := on2.Acquire(ctx, "l", o, time.Minute)
+	require.NoError(t, on2.extend(ctx, "l", o, 2*time.Minute))
+	again, err := on2.acquire(ctx, "l", o, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, tok, again, "same owner, other connection: same token")
-	_, err = on2.Acquire(ctx, "l", newOwner(t), time.Minute)
-	var held *lock.HeldError
+	_, err = on2.acquire(ctx, "l", newOwner(t), time.Minute)
+	var held *driver.HeldError
 	require.ErrorAs(t, err, &held)
 	require.Greater(t, held.TTL, 30*time.Second)
-	require.NoError(t, on2.Release(ctx, "l", o))
+	require.NoError(t, on2.release(ctx, "l", o))
 
-	info, err := on1.Inspect(ctx, "l")
+	info, err := on1.inspect(ctx, "l")
 	require.NoError(t, err)
-	require.False(t, info.Held)
-	next, err := on1.Acquire(ctx, "l", newOwner(t), time.Minute)
+	require.Empty(t, info.Holders)
+	next, err := on1.acquire(ctx, "l", newOwner(t), time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, tok+1, next, "release keeps the token; the next holder gets the next one")
 }
@@ -541,26 +542,34 @@ func TestInvalidInput(t *testing.T) {
 		_, err = s.Get(ctx, "k")
 		require.ErrorIs(t, err, fence.ErrInvalid)
 		require.ErrorIs(t, postgres.NewGuard(opts).Check(ctx, pool, "k", 1), fence.ErrInvalid)
-		b := postgres.NewBackend(pool, opts)
-		_, err = b.Acquire(ctx, "l", newOwner(t), time.Second)
+		b := newCalls(pool, opts)
+		_, err = b.acquire(ctx, "l", newOwner(t), time.Second)
 		require.ErrorIs(t, err, fence.ErrInvalid)
-		_, err = b.Inspect(ctx, "l")
+		_, err = b.inspect(ctx, "l")
 		require.ErrorIs(t, err, fence.ErrInvalid)
 	}
 	require.ErrorIs(t, postgres.Migrate(ctx, nil, nil), fence.ErrInvalid)
 	require.ErrorIs(t, postgres.NewStore(nil, nil).Put(ctx, "k", 1, nil), fence.ErrInvalid)
-	_, err := postgres.NewBackend(nil, nil).Acquire(ctx, "l", "o", time.Second)
+	_, err := newCalls(nil, nil).acquire(ctx, "l", "o", time.Second)
 	require.ErrorIs(t, err, fence.ErrInvalid)
 
-	store, guard, b := postgres.NewStore(pool, nil), postgres.NewGuard(nil), postgres.NewBackend(pool, nil)
+	store, guard := postgres.NewStore(pool, nil), postgres.NewGuard(nil)
 	require.ErrorIs(t, guard.Check(ctx, pool, "k", 0), fence.ErrInvalid)
 	require.ErrorIs(t, guard.Check(ctx, pool, "", 1), fence.ErrInvalid)
 	require.ErrorIs(t, guard.Check(ctx, nil, "k", 1), fence.ErrInvalid)
 	require.ErrorIs(t, store.Put(ctx, "k", -5, nil), fence.ErrInvalid)
 	require.ErrorIs(t, store.Advance(ctx, "k\x00", 1), fence.ErrInvalid)
-	require.ErrorIs(t, b.Extend(ctx, "l", "o", time.Microsecond), fence.ErrInvalid)
-	require.ErrorIs(t, b.Release(ctx, "l", ""), fence.ErrInvalid)
-	_, err = b.Inspect(ctx, "bad\xff")
+	// The Backend's bad input is refused by the Client over it: a TTL
+	// below the minimum (to take or renew a lease), an empty owner (of a
+	// lease to resume), a name that is not UTF-8.
+	client := lock.New(postgres.NewBackend(pool, nil), nil)
+	_, err = client.TryAcquire(ctx, "l", time.Microsecond)
+	require.ErrorIs(t, err, fence.ErrInvalid)
+	_, err = client.Resume(ctx, "l", "o", time.Microsecond)
+	require.ErrorIs(t, err, fence.ErrInvalid)
+	_, err = client.Resume(ctx, "l", "", time.Second)
+	require.ErrorIs(t, err, fence.ErrInvalid)
+	_, err = client.Inspect(ctx, "bad\xff")
 	require.ErrorIs(t, err, fence.ErrInvalid)
 
 	var n int
@@ -602,22 +611,28 @@ func TestMigrateConcurrently(t *testing.T) {
 // A held lock's HeldError carries the remaining TTL from the database clock.
 func TestHeldErrorTTL(t *testing.T) {
 	ctx := testCtx(t)
-	b := postgres.NewBackend(migrated(t, testkit.Postgres(t)), nil)
-	_, err := b.Acquire(ctx, "l", newOwner(t), 5*time.Second)
+	b := newCalls(migrated(t, testkit.Postgres(t)), nil)
+	_, err := b.acquire(ctx, "l", newOwner(t), 5*time.Second)
 	require.NoError(t, err)
-	_, err = b.Acquire(ctx, "l", newOwner(t), time.Second)
+	_, err = b.acquire(ctx, "l", newOwner(t), time.Second)
 	require.ErrorIs(t, err, lock.ErrHeld)
-	var held *lock.HeldError
+	var held *driver.HeldError
 	require.ErrorAs(t, err, &held)
 	require.Equal(t, "l", held.Name)
 	require.Greater(t, held.TTL, 3*time.Second)
 	require.LessOrEqual(t, held.TTL, 5*time.Second)
 }
 
-// countingDB counts the statements sent through it.
+// countingDB counts the statements sent through it, and the connections
+// taken from it (for a batch or a transaction).
 type countingDB struct {
 	postgres.Pool
 	n atomic.Int64
+}
+
+func (c *countingDB) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	c.n.Add(1)
+	return c.Pool.Acquire(ctx)
 }
 
 func (c *countingDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
@@ -640,28 +655,28 @@ func (c *countingDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.
 func TestOneStatementPerOperation(t *testing.T) {
 	ctx := testCtx(t)
 	db := &countingDB{Pool: migrated(t, testkit.Postgres(t))}
-	b := postgres.NewBackend(db, nil)
+	b := newCalls(db, nil)
 	s := postgres.NewStore(db, nil)
 	a, other := newOwner(t), newOwner(t)
 	ops := []struct {
 		name string
 		run  func() error
 	}{
-		{"Acquire", func() error { _, err := b.Acquire(ctx, "l", a, 5*time.Second); return err }},
+		{"Acquire", func() error { _, err := b.acquire(ctx, "l", a, 5*time.Second); return err }},
 		{"Acquire of a held lock", func() error {
-			_, err := b.Acquire(ctx, "l", other, time.Second)
+			_, err := b.acquire(ctx, "l", other, time.Second)
 			if !errors.Is(err, lock.ErrHeld) {
 				return fmt.Errorf("want ErrHeld, got %v", err)
 			}
-			var held *lock.HeldError
+			var held *driver.HeldError
 			if !errors.As(err, &held) || held.TTL <= 3*time.Second {
 				return fmt.Errorf("want the holder's TTL, got %v", err)
 			}
 			return nil
 		}},
-		{"Extend", func() error { return b.Extend(ctx, "l", a, 5*time.Second) }},
-		{"Inspect", func() error { _, err := b.Inspect(ctx, "l"); return err }},
-		{"Release", func() error { return b.Release(ctx, "l", a) }},
+		{"Extend", func() error { return b.extend(ctx, "l", a, 5*time.Second) }},
+		{"Inspect", func() error { _, err := b.inspect(ctx, "l"); return err }},
+		{"Release", func() error { return b.release(ctx, "l", a) }},
 		{"Put", func() error { return s.Put(ctx, "k", 3, []byte("v")) }},
 		{"Get", func() error { _, err := s.Get(ctx, "k"); return err }},
 		{"Advance", func() error { return s.Advance(ctx, "k", 4) }},

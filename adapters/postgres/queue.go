@@ -11,10 +11,8 @@ import (
 
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/wake"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
-
-var _ lock.QueueBackend = (*Backend)(nil)
 
 // queueTable returns the sanitized name of the queue table that goes with
 // the lease table leases: the same schema, the lease table's name with
@@ -36,7 +34,7 @@ func mailbox(name, owner string) string {
 
 // WakeChannel is this Backend's LISTEN channel, "fencekit_wake_" and 128
 // random bits in hex: a waiter's place names it, and Release notifies the
-// first waiter in line on it, so a wake-up reaches only the process of the
+// waiters it lets in on it, so a wake-up reaches only the process of the
 // waiter it is for.
 func (b *Backend) WakeChannel() string {
 	if b.waker == nil {
@@ -45,34 +43,27 @@ func (b *Backend) WakeChannel() string {
 	return b.waker.channel
 }
 
-// AcquireOrEnqueue takes name for owner when the lock is free and no live
-// place in its queue is ahead of owner's, minting the token exactly as
-// Acquire does, in the same statement; or extends owner's own lease.
-// Otherwise it keeps owner's place in the queue table for placeTTL on the
-// database clock (adding it at the tail when owner has none or its place
-// had expired) and returns a *lock.HeldError: with the holder's remaining
-// TTL when owner is first in line, 0 otherwise. Expired places are deleted
-// by the same statement. It is one statement and one round trip whether
-// or not anyone waits.
+// acquireInLine (Acquire with a Place) takes name for owner when the lock
+// is free and no live place in its queue is ahead of owner's, minting the
+// token exactly as acquireLock does, in the same statement; or extends
+// owner's own lease. Otherwise it keeps owner's place in the queue table
+// for placeTTL on the database clock (adding it at the tail when owner has
+// none or its place had expired) and returns a *driver.HeldError: with the
+// holder's remaining TTL when owner is first in line, 0 otherwise. Expired
+// places are deleted by the same statement. It is one statement and one
+// round trip whether or not anyone waits.
 //
-// Waiting is done by AwaitTurn; a Client calls both (lock.Client.Acquire).
-// The Backend keeps a local mailbox for owner's wake-ups from the first
-// call until owner acquires or calls LeaveQueue, as the Client does when it
-// gives up.
+// Waiting is done by awaitTurn (Await); a Client calls both
+// (lock.Client.Acquire). The Backend keeps a local mailbox for owner's
+// wake-ups from the first call until owner acquires or leaves the queue
+// (Leave), as the Client does when it gives up.
 //
 // Run Migrate after upgrading: until the queue table exists, it falls back
-// to a plain Acquire, which may take a free lock ahead of others, and
-// AwaitTurn then backs off as a Client's polling does (waiting as before
-// queued waiting, unfair but working). A missing lease table is still
+// to acquireLock, which may take a free lock ahead of others, and awaitTurn
+// then backs off as a Client's polling does (waiting as before queued
+// waiting, unfair but working). A missing lease table is still
 // ErrNotMigrated.
-func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, placeTTL time.Duration) (fence.Token, error) {
-	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
-	if err != nil {
-		return 0, err
-	}
-	if err := lock.ValidatePlace(name, owner, ttl, placeTTL); err != nil {
-		return 0, err
-	}
+func (b *Backend) acquireInLine(ctx context.Context, name, owner string, ttl, placeTTL time.Duration, md string) (fence.Token, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
@@ -84,7 +75,7 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 	box := mailbox(name, owner)
 	b.waker.open(box)
 	var token, heldMicros, ahead *int64
-	err = b.db.QueryRow(ctx, b.acquireQueued, name, owner, interval(ttl), md, interval(placeTTL), b.waker.channel).
+	err := b.db.QueryRow(ctx, b.acquireQueued, name, owner, interval(ttl), md, interval(placeTTL), b.waker.channel).
 		Scan(&token, &heldMicros, &ahead)
 	switch {
 	case err != nil:
@@ -92,7 +83,7 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 		if errors.Is(err, ErrNotMigrated) {
 			// No queue table yet (or an older lease table): poll, as a
 			// Backend without queued waiting does (queue_fallback.go).
-			return b.acquireUnqueued(ctx, name, owner, ttl)
+			return b.acquireUnqueued(ctx, name, owner, ttl, md)
 		}
 		return 0, err
 	case token != nil:
@@ -101,7 +92,7 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 		return fence.Token(*token), nil
 	}
 	b.unqueued.Forget(box) // in line: waits for wake-ups again
-	held := &lock.HeldError{Name: name}
+	held := &driver.HeldError{Name: name}
 	if ahead == nil || *ahead == 0 {
 		// First in line: wake at the holder's expiry. A lock that looked
 		// free (a release between the upsert and its snapshot) is asked
@@ -114,15 +105,12 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 	return 0, held
 }
 
-// AwaitTurn waits until owner is woken for name (a Release, or a waiter
+// awaitTurn waits until owner is woken for name (a release, or a waiter
 // ahead leaving while the lock is free, notified on WakeChannel), max has
 // passed, or ctx ends. The first wait through this Backend opens the
 // listening connection and returns as soon as LISTEN took effect, so that
 // the caller asks again and misses no release that came before it.
-func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
+func (b *Backend) awaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
 	if b.err != nil {
 		return b.err
 	}
@@ -133,14 +121,11 @@ func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Du
 	return b.waker.await(ctx, box, max, nil)
 }
 
-// LeaveQueue deletes owner's place in name's queue, notifying the next
+// leaveQueue deletes owner's place in name's queue, notifying the next
 // waiter when owner was first in line and the lock is free. One statement.
 // Before Migrate created the queue table it returns nil: nobody has a
 // place.
-func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
+func (b *Backend) leaveQueue(ctx context.Context, name, owner string) error {
 	if b.err != nil {
 		return b.err
 	}

@@ -16,19 +16,19 @@ import (
 // its schema (the lease table exists, the queue table does not) keeps
 // working: a blocking Acquire behind a holder polls instead of failing with
 // ErrNotMigrated, its refusals say to run Migrate, and it gets the lock
-// after the release with a greater token. LeaveQueue has nothing to do. A
+// after the release with a greater token. Leave has nothing to do. A
 // missing lease table is still ErrNotMigrated.
 func TestQueuedAcquireWithoutQueueTablePolls(t *testing.T) {
 	ctx := testCtx(t)
 	pool := migrated(t, testkit.Postgres(t))
 	_, err := pool.Exec(ctx, `DROP TABLE fencekit_leases_queue`)
 	require.NoError(t, err)
-	b := postgres.NewBackend(pool, nil)
+	b := newCalls(pool, nil)
 	testkit.PollsWithoutQueueTable(t, ctx, b, "l", "postgres.Migrate", "fencekit_leases_queue")
 
 	ns := testkit.Namespace(t)
-	none := postgres.NewBackend(pool, &postgres.Options{LeaseTable: pgx.Identifier{ns + "_noleases"}})
-	_, err = none.AcquireOrEnqueue(ctx, "l", newOwner(t), time.Minute, time.Second)
+	none := newCalls(pool, &postgres.Options{LeaseTable: pgx.Identifier{ns + "_noleases"}})
+	_, err = none.enqueue(ctx, "l", newOwner(t), time.Minute, time.Second)
 	require.ErrorIs(t, err, postgres.ErrNotMigrated)
 	require.True(t, strings.Contains(err.Error(), ns+"_noleases"), "%q does not name the lease table", err)
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/fencekit/fencekit/adapters/postgres"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // TestQueueSurvivesServerRestart: a server restart with waiters in line
@@ -19,12 +19,12 @@ func TestQueueSurvivesServerRestart(t *testing.T) {
 	srv := testkit.NewPostgresServer(t)
 	pool := migrated(t, srv.Pool(t))
 	ctx := testCtx(t)
-	b := postgres.NewBackend(pool, nil)
+	b := newCalls(pool, nil)
 	holder := newOwner(t)
-	first, err := b.Acquire(ctx, "l", holder, time.Minute)
+	first, err := b.acquire(ctx, "l", holder, time.Minute)
 	require.NoError(t, err)
 	served, done := testkit.QueuedWaiters(t, ctx, b, "l", 3, 600*time.Millisecond)
-	poll(t, "a listening connection", func() bool { return postgres.ListeningForTest(b) })
+	poll(t, "a listening connection", func() bool { return postgres.ListeningForTest(b.Backend) })
 
 	srv.Stop()
 	srv.Start()
@@ -33,16 +33,16 @@ func TestQueueSurvivesServerRestart(t *testing.T) {
 	// until the server answers.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		err := b.Release(ctx, "l", holder)
+		err := b.release(ctx, "l", holder)
 		if err == nil {
 			break
 		}
-		require.True(t, lock.Retryable(err) && time.Now().Before(deadline), "Release after the restart: %v", err)
+		require.True(t, driver.Retryable(err) && time.Now().Before(deadline), "Release after the restart: %v", err)
 		time.Sleep(50 * time.Millisecond)
 	}
 	testkit.CollectRising(t, served, 3, first, 20*time.Second)
 	done.Wait()
-	info, err := b.Inspect(ctx, "l")
+	info, err := b.inspect(ctx, "l")
 	require.NoError(t, err)
-	require.False(t, info.Held, "the lock is free when every waiter has released")
+	require.Empty(t, info.Holders, "the lock is free when every waiter has released")
 }

@@ -14,39 +14,40 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Migrate on the schema of the previous version (a lease table without
 // metadata, no queue table) adds the queue table, and queued waiting works
-// on it; before Migrate, AcquireOrEnqueue says what is missing.
+// on it; before Migrate, an acquire with a place in line says what is missing.
 func TestMigrateAddsQueueTable(t *testing.T) {
 	ctx := testCtx(t)
 	pool := testkit.Postgres(t)
 	createPreviousLeaseTable(t, ctx, pool)
-	b := postgres.NewBackend(pool, nil)
-	_, err := b.AcquireOrEnqueue(ctx, "l", newOwner(t), time.Minute, time.Second)
+	b := newCalls(pool, nil)
+	_, err := b.enqueue(ctx, "l", newOwner(t), time.Minute, time.Second)
 	require.ErrorIs(t, err, postgres.ErrNotMigrated)
 	// The previous version's Migrate with the metadata column: Acquire and
 	// Release work before the queue table exists (a rolling upgrade).
 	_, err = pool.Exec(ctx, `ALTER TABLE fencekit_leases ADD COLUMN metadata text`)
 	require.NoError(t, err)
 	o := newOwner(t)
-	_, err = b.Acquire(ctx, "old", o, time.Minute)
+	_, err = b.acquire(ctx, "old", o, time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, b.Release(ctx, "old", o), "Release without the queue table")
-	require.ErrorIs(t, b.Release(ctx, "old", o), lock.ErrNotHeld)
+	require.NoError(t, b.release(ctx, "old", o), "Release without the queue table")
+	require.ErrorIs(t, b.release(ctx, "old", o), lock.ErrNotHeld)
 
 	migrated(t, pool)
 	var exists bool
 	require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass('fencekit_leases_queue') IS NOT NULL`).Scan(&exists))
 	require.True(t, exists, "Migrate did not create the queue table")
 	h, w := newOwner(t), newOwner(t)
-	tok, err := b.AcquireOrEnqueue(ctx, "l", h, time.Minute, time.Second)
+	tok, err := b.enqueue(ctx, "l", h, time.Minute, time.Second)
 	require.NoError(t, err)
-	_, err = b.AcquireOrEnqueue(ctx, "l", w, time.Minute, time.Second)
+	_, err = b.enqueue(ctx, "l", w, time.Minute, time.Second)
 	require.ErrorIs(t, err, lock.ErrHeld)
-	require.NoError(t, b.Release(ctx, "l", h))
-	next, err := b.AcquireOrEnqueue(ctx, "l", w, time.Minute, time.Second)
+	require.NoError(t, b.release(ctx, "l", h))
+	next, err := b.enqueue(ctx, "l", w, time.Minute, time.Second)
 	require.NoError(t, err)
 	require.Greater(t, next, tok)
 }
@@ -57,30 +58,30 @@ func TestMigrateAddsQueueTable(t *testing.T) {
 func TestQueueOneStatementPerCall(t *testing.T) {
 	ctx := testCtx(t)
 	db := &countingDB{Pool: migrated(t, testkit.Postgres(t))}
-	b := postgres.NewBackend(db, nil)
+	b := newCalls(db, nil)
 	h, w := newOwner(t), newOwner(t)
 	ops := []struct {
 		name string
 		run  func() error
 	}{
-		{"AcquireOrEnqueue of a free lock", func() error { _, err := b.AcquireOrEnqueue(ctx, "l", h, time.Minute, time.Second); return err }},
-		{"AcquireOrEnqueue of a held lock", func() error {
-			_, err := b.AcquireOrEnqueue(ctx, "l", w, time.Minute, time.Second)
-			var held *lock.HeldError
+		{"Acquire with a place, of a free lock", func() error { _, err := b.enqueue(ctx, "l", h, time.Minute, time.Second); return err }},
+		{"Acquire with a place, of a held lock", func() error {
+			_, err := b.enqueue(ctx, "l", w, time.Minute, time.Second)
+			var held *driver.HeldError
 			if !errors.As(err, &held) || held.TTL <= 30*time.Second {
-				return errors.New("want a *lock.HeldError with the holder's TTL")
+				return errors.New("want a *driver.HeldError with the holder's TTL")
 			}
 			return nil
 		}},
-		{"LeaveQueue", func() error { return b.LeaveQueue(ctx, "l", w) }},
-		{"Release", func() error { return b.Release(ctx, "l", h) }},
+		{"Leave", func() error { return b.leave(ctx, "l", w) }},
+		{"Release", func() error { return b.release(ctx, "l", h) }},
 	}
 	for _, op := range ops {
 		before := db.n.Load()
 		require.NoError(t, op.run(), op.name)
 		require.Equal(t, int64(1), db.n.Load()-before, "%s: statements", op.name)
 	}
-	require.False(t, postgres.ListeningForTest(b), "nobody waited, yet a listening connection is open")
+	require.False(t, postgres.ListeningForTest(b.Backend), "nobody waited, yet a listening connection is open")
 }
 
 // The listening connection is opened by the first wait and closed once
@@ -89,12 +90,12 @@ func TestQueueOneStatementPerCall(t *testing.T) {
 func TestListenerOpenedOnFirstWaitAndDroppedWhenIdle(t *testing.T) {
 	ctx := testCtx(t)
 	pool := migrated(t, testkit.Postgres(t))
-	b := postgres.NewBackend(pool, nil)
-	postgres.SetListenLingerForTest(b, 100*time.Millisecond)
+	b := newCalls(pool, nil)
+	postgres.SetListenLingerForTest(b.Backend, 100*time.Millisecond)
 	c := lock.New(b, &lock.Options{Queue: lock.QueueOptions{PlaceTTL: 30 * time.Second}})
 	for round := 1; round <= 2; round++ {
 		h := newOwner(t)
-		_, err := b.Acquire(ctx, "l", h, time.Minute)
+		_, err := b.acquire(ctx, "l", h, time.Minute)
 		require.NoError(t, err)
 		got := make(chan error, 1)
 		go func() {
@@ -104,9 +105,9 @@ func TestListenerOpenedOnFirstWaitAndDroppedWhenIdle(t *testing.T) {
 			}
 			got <- err
 		}()
-		poll(t, "a listening connection", func() bool { return postgres.ListeningForTest(b) })
+		poll(t, "a listening connection", func() bool { return postgres.ListeningForTest(b.Backend) })
 		released := time.Now()
-		require.NoError(t, b.Release(ctx, "l", h))
+		require.NoError(t, b.release(ctx, "l", h))
 		select {
 		case err := <-got:
 			require.NoError(t, err)
@@ -115,7 +116,7 @@ func TestListenerOpenedOnFirstWaitAndDroppedWhenIdle(t *testing.T) {
 		}
 		// Woken by NOTIFY, not by its renewal (every 10 s here).
 		require.Less(t, time.Since(released), 5*time.Second)
-		poll(t, "the idle listening connection closed", func() bool { return !postgres.ListeningForTest(b) })
+		poll(t, "the idle listening connection closed", func() bool { return !postgres.ListeningForTest(b.Backend) })
 	}
 }
 
@@ -126,11 +127,11 @@ func TestListenerOpenedOnFirstWaitAndDroppedWhenIdle(t *testing.T) {
 func TestWaiterServedAfterListenerKilled(t *testing.T) {
 	ctx := testCtx(t)
 	pool := migrated(t, testkit.Postgres(t))
-	b := postgres.NewBackend(pool, nil)
+	b := newCalls(pool, nil)
 	const placeTTL = 900 * time.Millisecond // renewed every 300 ms
 	c := lock.New(b, &lock.Options{Queue: lock.QueueOptions{PlaceTTL: placeTTL}})
 	h := newOwner(t)
-	_, err := b.Acquire(ctx, "l", h, time.Minute)
+	_, err := b.acquire(ctx, "l", h, time.Minute)
 	require.NoError(t, err)
 	got := make(chan error, 1)
 	go func() {
@@ -140,16 +141,16 @@ func TestWaiterServedAfterListenerKilled(t *testing.T) {
 		}
 		got <- err
 	}()
-	poll(t, "a listening connection", func() bool { return postgres.ListeningForTest(b) })
-	killed := postgres.ListenerPIDForTest(b)
+	poll(t, "a listening connection", func() bool { return postgres.ListeningForTest(b.Backend) })
+	killed := postgres.ListenerPIDForTest(b.Backend)
 	var ok bool
 	require.NoError(t, pool.QueryRow(ctx, "SELECT pg_terminate_backend($1)", int64(killed)).Scan(&ok))
 	require.True(t, ok, "pg_terminate_backend")
 	poll(t, "the killed listener noticed", func() bool {
-		return !postgres.ListeningForTest(b) || postgres.ListenerPIDForTest(b) != killed
+		return !postgres.ListeningForTest(b.Backend) || postgres.ListenerPIDForTest(b.Backend) != killed
 	})
 	released := time.Now()
-	require.NoError(t, b.Release(ctx, "l", h))
+	require.NoError(t, b.release(ctx, "l", h))
 	select {
 	case err := <-got:
 		require.NoError(t, err)
@@ -166,6 +167,56 @@ func TestStoreTableNamedAsQueueTableRefused(t *testing.T) {
 	pool := testkit.Postgres(t)
 	opts := &postgres.Options{StoreTable: pgx.Identifier{"locks_queue"}, LeaseTable: pgx.Identifier{"locks"}}
 	require.ErrorIs(t, postgres.Migrate(ctx, pool, opts), fence.ErrInvalid)
-	_, err := postgres.NewBackend(pool, opts).AcquireOrEnqueue(ctx, "l", newOwner(t), time.Minute, time.Second)
+	_, err := newCalls(pool, opts).enqueue(ctx, "l", newOwner(t), time.Minute, time.Second)
 	require.ErrorIs(t, err, fence.ErrInvalid)
+}
+
+// Inspect of a lock reports its live places in line beside its holder, in
+// one statement: a place that expired on the database clock or was left
+// is not counted. Before Migrate created the queue table nobody can wait,
+// and Inspect still reports the holder.
+func TestInspectCountsWaiting(t *testing.T) {
+	ctx := testCtx(t)
+	pool := migrated(t, testkit.Postgres(t))
+	db := &countingDB{Pool: pool}
+	b := newCalls(db, nil)
+	h := newOwner(t)
+	tok, err := b.acquire(ctx, "l", h, time.Minute)
+	require.NoError(t, err)
+	waiters := []string{newOwner(t), newOwner(t), newOwner(t)}
+	for _, w := range waiters {
+		_, err := b.enqueue(ctx, "l", w, time.Minute, time.Minute)
+		require.ErrorIs(t, err, lock.ErrHeld)
+	}
+	inspect := func(want int) {
+		t.Helper()
+		before := db.n.Load()
+		info, err := b.inspect(ctx, "l")
+		require.NoError(t, err)
+		require.Equal(t, int64(1), db.n.Load()-before, "statements sent by Inspect")
+		require.Equal(t, "l", info.Name)
+		require.Equal(t, driver.Exclusive, info.Kind)
+		require.Len(t, info.Holders, 1)
+		require.Equal(t, h, info.Holders[0].Owner)
+		require.Equal(t, tok, info.Holders[0].Token)
+		require.Equal(t, want, info.Waiting)
+	}
+	inspect(3)
+	_, err = pool.Exec(ctx, `UPDATE fencekit_leases_queue SET expires_at = clock_timestamp() - interval '1 millisecond' WHERE owner = $1`, waiters[0])
+	require.NoError(t, err)
+	inspect(2)
+	require.NoError(t, b.leave(ctx, "l", waiters[1]))
+	inspect(1)
+
+	free, err := b.inspect(ctx, "free")
+	require.NoError(t, err)
+	require.Equal(t, driver.Info{Name: "free", Kind: driver.Exclusive}, free)
+
+	_, err = pool.Exec(ctx, `DROP TABLE fencekit_leases_queue`)
+	require.NoError(t, err)
+	info, err := b.inspect(ctx, "l")
+	require.NoError(t, err, "Inspect without the queue table")
+	require.Len(t, info.Holders, 1)
+	require.Equal(t, h, info.Holders[0].Owner)
+	require.Zero(t, info.Waiting)
 }

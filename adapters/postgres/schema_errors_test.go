@@ -11,27 +11,27 @@ import (
 	"github.com/fencekit/fencekit/adapters/postgres"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // TestMissingTableIsNotMigrated: every call on a table that was never
 // migrated (Backend, Admin, Store, Guard, UpdateFenced) fails with an error
 // matching postgres.ErrNotMigrated that names the table and what to do;
-// lock.Retryable rejects it, and the server's error stays reachable.
+// driver.Retryable rejects it, and the server's error stays reachable.
 func TestMissingTableIsNotMigrated(t *testing.T) {
 	ctx := testCtx(t)
 	pool := testkit.Postgres(t)
 	ns := testkit.Namespace(t)
 	opts := &postgres.Options{StoreTable: pgx.Identifier{ns + "_nostore"}, LeaseTable: pgx.Identifier{ns + "_noleases"}}
-	b := postgres.NewBackend(pool, opts)
+	b := newCalls(pool, opts)
 	admin := postgres.NewAdmin(pool, opts)
 	st := postgres.NewStore(pool, opts)
 	owner := newOwner(t)
 	errs := map[string]error{}
-	_, errs["Backend.Acquire"] = b.Acquire(ctx, "l", owner, time.Minute)
-	errs["Backend.Extend"] = b.Extend(ctx, "l", owner, time.Minute)
-	errs["Backend.Release"] = b.Release(ctx, "l", owner)
-	_, errs["Backend.Inspect"] = b.Inspect(ctx, "l")
+	_, errs["Backend.Acquire"] = b.acquire(ctx, "l", owner, time.Minute)
+	errs["Backend.Extend"] = b.extend(ctx, "l", owner, time.Minute)
+	errs["Backend.Release"] = b.release(ctx, "l", owner)
+	_, errs["Backend.Inspect"] = b.inspect(ctx, "l")
 	_, errs["Backend.Sweep"] = b.Sweep(ctx, time.Second)
 	_, errs["Admin.List"] = admin.List(ctx, "")
 	_, errs["Admin.Bump"] = admin.Bump(ctx, 10)
@@ -45,7 +45,7 @@ func TestMissingTableIsNotMigrated(t *testing.T) {
 	errs["UpdateFenced"] = postgres.UpdateFenced(ctx, pool, postgres.Row{Table: opts.StoreTable, Key: postgres.Match{"id": 1}}, 1, map[string]any{"v": 1})
 	for call, err := range errs {
 		require.True(t, errors.Is(err, postgres.ErrNotMigrated), "%s: %v; want ErrNotMigrated", call, err)
-		require.False(t, lock.Retryable(err), "%s: %v is retryable", call, err)
+		require.False(t, driver.Retryable(err), "%s: %v is retryable", call, err)
 		requireSQLState(t, err, "42P01")
 		table, want := opts.LeaseTable[0], "postgres.Migrate"
 		switch {

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencekit/fencekit/internal/testkit/require"
 
 	"github.com/fencekit/fencekit/adapters/postgres"
 	"github.com/fencekit/fencekit/fence"
@@ -27,22 +28,22 @@ func leaseRows(t *testing.T, ctx context.Context, pool *pgxpool.Pool) int {
 }
 
 // cycle acquires and releases name n times and returns the last token.
-func cycle(t *testing.T, ctx context.Context, b *postgres.Backend, name string, n int) fence.Token {
+func cycle(t *testing.T, ctx context.Context, b calls, name string, n int) fence.Token {
 	t.Helper()
 	var tok fence.Token
 	for i := 0; i < n; i++ {
 		owner := newOwner(t)
 		var err error
-		tok, err = b.Acquire(ctx, name, owner, time.Minute)
+		tok, err = b.acquire(ctx, name, owner, time.Minute)
 		require.NoError(t, err)
-		require.NoError(t, b.Release(ctx, name, owner))
+		require.NoError(t, b.release(ctx, name, owner))
 	}
 	return tok
 }
 
 // sweepUntil sweeps with a tiny idle time until want rows in all went, so
 // that the test does not depend on how fast the database clock moves.
-func sweepUntil(t *testing.T, ctx context.Context, b *postgres.Backend, want int) {
+func sweepUntil(t *testing.T, ctx context.Context, b calls, want int) {
 	t.Helper()
 	got := 0
 	poll(t, "the sweep of the free rows", func() bool {
@@ -60,7 +61,7 @@ func sweepUntil(t *testing.T, ctx context.Context, b *postgres.Backend, want int
 func TestSweepKeepsTokensRising(t *testing.T) {
 	ctx := testCtx(t)
 	pool := migrated(t, testkit.Postgres(t))
-	b, store := postgres.NewBackend(pool, nil), postgres.NewStore(pool, nil)
+	b, store := newCalls(pool, nil), postgres.NewStore(pool, nil)
 	last := map[string]fence.Token{"a": cycle(t, ctx, b, "a", 5), "b": cycle(t, ctx, b, "b", 1)}
 	require.NoError(t, store.Put(ctx, "k", last["a"], []byte("v")))
 
@@ -85,17 +86,17 @@ func TestSweepKeepsTokensRising(t *testing.T) {
 func TestSweepSparesHeldAndRecentlyFree(t *testing.T) {
 	ctx := testCtx(t)
 	pool := migrated(t, testkit.Postgres(t))
-	b := postgres.NewBackend(pool, nil)
+	b := newCalls(pool, nil)
 	holder := newOwner(t)
-	held, err := b.Acquire(ctx, "held", holder, time.Minute)
+	held, err := b.acquire(ctx, "held", holder, time.Minute)
 	require.NoError(t, err)
 	cycle(t, ctx, b, "released", 1)
-	_, err = b.Acquire(ctx, "expired", newOwner(t), 50*time.Millisecond)
+	_, err = b.acquire(ctx, "expired", newOwner(t), 50*time.Millisecond)
 	require.NoError(t, err)
 	poll(t, "the expiry", func() bool {
-		info, err := b.Inspect(ctx, "expired")
+		info, err := b.inspect(ctx, "expired")
 		require.NoError(t, err)
-		return !info.Held
+		return len(info.Holders) == 0
 	})
 
 	n, err := b.Sweep(ctx, time.Hour)
@@ -105,12 +106,12 @@ func TestSweepSparesHeldAndRecentlyFree(t *testing.T) {
 
 	sweepUntil(t, ctx, b, 2)
 	require.Equal(t, 1, leaseRows(t, ctx, pool))
-	info, err := b.Inspect(ctx, "held")
+	info, err := b.inspect(ctx, "held")
 	require.NoError(t, err)
-	require.True(t, info.Held)
-	require.Equal(t, holder, info.Owner)
-	require.Equal(t, held, info.Token)
-	require.NoError(t, b.Extend(ctx, "held", holder, time.Minute), "the holder's lease is untouched")
+	require.Len(t, info.Holders, 1)
+	require.Equal(t, holder, info.Holders[0].Owner)
+	require.Equal(t, held, info.Holders[0].Token)
+	require.NoError(t, b.extend(ctx, "held", holder, time.Minute), "the holder's lease is untouched")
 }
 
 // An Acquire that starts while a sweep is deleting its row waits for the
@@ -120,7 +121,7 @@ func TestSweepSparesHeldAndRecentlyFree(t *testing.T) {
 func TestSweepRacingAcquire(t *testing.T) {
 	ctx := testCtx(t)
 	pool := migrated(t, testkit.Postgres(t))
-	b := postgres.NewBackend(pool, nil)
+	b := newCalls(pool, nil)
 	before := cycle(t, ctx, b, "x", 3)
 
 	tx, err := pool.Begin(ctx)
@@ -131,7 +132,7 @@ func TestSweepRacingAcquire(t *testing.T) {
 	n := 0
 	poll(t, "the sweep of x", func() bool {
 		var err error
-		n, err = postgres.SweepInForTest(ctx, b, tx, time.Microsecond)
+		n, err = postgres.SweepInForTest(ctx, b.Backend, tx, time.Microsecond)
 		require.NoError(t, err)
 		return n == 1
 	})
@@ -139,13 +140,13 @@ func TestSweepRacingAcquire(t *testing.T) {
 	// Inspect is not held back by the sweep's table lock.
 	inspectCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	info, err := b.Inspect(inspectCtx, "l-other")
+	info, err := b.inspect(inspectCtx, "l-other")
 	require.NoError(t, err)
-	require.False(t, info.Held)
+	require.Empty(t, info.Holders)
 
 	got := make(chan fence.Token, 1)
 	go func() {
-		tok, err := b.Acquire(ctx, "x", newOwner(t), time.Minute)
+		tok, err := b.acquire(ctx, "x", newOwner(t), time.Minute)
 		if err != nil {
 			t.Errorf("Acquire: %v", err)
 		}
@@ -168,7 +169,7 @@ func TestSweepRacingAcquire(t *testing.T) {
 func TestSweepConcurrentAcquire(t *testing.T) {
 	ctx := testCtx(t)
 	pool := migrated(t, testkit.Postgres(t))
-	b := postgres.NewBackend(pool, nil)
+	b := newCalls(pool, nil)
 	names := []string{"p", "q", "r"}
 	const workers, rounds = 4, 60
 
@@ -203,10 +204,10 @@ func TestSweepConcurrentAcquire(t *testing.T) {
 			owner := newOwner(t)
 			for i := 0; i < rounds; i++ {
 				name := names[(w+i)%len(names)]
-				tok, err := b.Acquire(ctx, name, owner, time.Minute)
+				tok, err := b.acquire(ctx, name, owner, time.Minute)
 				for errors.Is(err, lock.ErrHeld) {
 					time.Sleep(time.Millisecond) // back-off, not synchronisation
-					tok, err = b.Acquire(ctx, name, owner, time.Minute)
+					tok, err = b.acquire(ctx, name, owner, time.Minute)
 				}
 				if err != nil {
 					t.Errorf("Acquire: %v", err)
@@ -219,7 +220,7 @@ func TestSweepConcurrentAcquire(t *testing.T) {
 				}
 				last[name] = tok
 				mu.Unlock()
-				if err := b.Release(ctx, name, owner); err != nil {
+				if err := b.release(ctx, name, owner); err != nil {
 					t.Errorf("Release: %v", err)
 					return
 				}
@@ -238,16 +239,16 @@ func TestSweepConcurrentAcquire(t *testing.T) {
 func TestSweepInvalidInput(t *testing.T) {
 	ctx := testCtx(t)
 	pool := migrated(t, testkit.Postgres(t))
-	b := postgres.NewBackend(pool, nil)
+	b := newCalls(pool, nil)
 	cycle(t, ctx, b, "l", 1)
 	for _, idle := range []time.Duration{0, -time.Second} {
 		n, err := b.Sweep(ctx, idle)
 		require.ErrorIs(t, err, fence.ErrInvalid)
 		require.Zero(t, n)
 	}
-	_, err := postgres.NewBackend(nil, nil).Sweep(ctx, time.Second)
+	_, err := newCalls(nil, nil).Sweep(ctx, time.Second)
 	require.ErrorIs(t, err, fence.ErrInvalid)
-	_, err = postgres.NewBackend(pool, &postgres.Options{LeaseTable: []string{""}}).Sweep(ctx, time.Second)
+	_, err = newCalls(pool, &postgres.Options{LeaseTable: []string{""}}).Sweep(ctx, time.Second)
 	require.ErrorIs(t, err, fence.ErrInvalid)
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
@@ -270,7 +271,7 @@ func TestSweepOnPreviousSchema(t *testing.T) {
 	migrated(t, pool)
 	migrated(t, pool)
 
-	b := postgres.NewBackend(pool, nil)
+	b := newCalls(pool, nil)
 	n, err := b.Sweep(ctx, time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "a row freed by the previous Release counts as long idle")
@@ -284,11 +285,11 @@ func TestSweepThenAcquireIsOneStatement(t *testing.T) {
 	ctx := testCtx(t)
 	pool := migrated(t, testkit.Postgres(t))
 	db := &countingDB{Pool: pool}
-	b := postgres.NewBackend(db, nil)
+	b := newCalls(db, nil)
 	before := cycle(t, ctx, b, "l", 2)
 	sweepUntil(t, ctx, b, 1)
 	n := db.n.Load()
-	tok, err := b.Acquire(ctx, "l", newOwner(t), time.Minute)
+	tok, err := b.acquire(ctx, "l", newOwner(t), time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), db.n.Load()-n)
 	require.Equal(t, before+1, tok)
@@ -298,7 +299,7 @@ func TestSweepThenAcquireIsOneStatement(t *testing.T) {
 func TestSweepHonoursContextWhileWaiting(t *testing.T) {
 	ctx := testCtx(t)
 	pool := migrated(t, testkit.Postgres(t))
-	b := postgres.NewBackend(pool, nil)
+	b := newCalls(pool, nil)
 	cycle(t, ctx, b, "l", 1)
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
@@ -321,7 +322,7 @@ func TestSweepHonoursContextWhileWaiting(t *testing.T) {
 func TestRestoreSQLRaisesTheFloor(t *testing.T) {
 	ctx := testCtx(t)
 	pool := migrated(t, testkit.Postgres(t))
-	b := postgres.NewBackend(pool, nil)
+	b := newCalls(pool, nil)
 	// No sweep has run yet, so there is no floor row before the restore.
 	cycle(t, ctx, b, "seen", 2)
 	_, err := pool.Exec(ctx, restoreSQL(t))

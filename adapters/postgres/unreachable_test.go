@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/fencekit/fencekit/adapters/postgres"
 	"github.com/fencekit/fencekit/lock"
 )
 
@@ -28,7 +27,7 @@ func TestAcquireReportsAnUnreachableServer(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	const bound = 500 * time.Millisecond
-	client := lock.New(postgres.NewBackend(pool, nil), &lock.Options{MaxUnreachable: bound})
+	client := lock.New(newCalls(pool, nil), &lock.Options{MaxUnreachable: bound})
 	for name, call := range map[string]func() error{
 		"Acquire": func() error {
 			_, err := client.Acquire(context.Background(), "job", 10*time.Second)
@@ -48,7 +47,9 @@ func TestAcquireReportsAnUnreachableServer(t *testing.T) {
 			if !errors.Is(err, lock.ErrNotAcquired) || !errors.Is(err, lock.ErrUnreachable) || !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Fatalf("%s = %v; want ErrNotAcquired, ErrUnreachable and the refused connection", name, err)
 			}
-			if elapsed > 10*bound {
+			// pgx honours the attempt's context: the bound holds, up to
+			// one pause and scheduling on a loaded machine (README.md).
+			if elapsed > bound+time.Second {
 				t.Fatalf("%s gave up after %v; want about %v", name, elapsed, bound)
 			}
 			t.Logf("%s: %v after %v", name, err, elapsed.Round(time.Millisecond))

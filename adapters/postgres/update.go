@@ -63,7 +63,7 @@ var ErrNoMatch = errors.New("postgres: the row does not meet the update's Where 
 // update and that diagnosis, the update is simply tried again.
 //
 // A stale refusal is also reported to the Observer of the lease that ctx
-// carries (see Guard.Check), as lock.EventStale with the Key above.
+// carries (see Guard.Check), to its lock.Observer.Stale with the Key above.
 //
 // An empty set only raises the fence: the barrier that a read-modify-write
 // needs before its read (see docs/postgres.md). Run it on a pgx.Tx to fence

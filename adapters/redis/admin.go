@@ -23,12 +23,13 @@ var keyUnescaper = strings.NewReplacer("%7B", "{", "%7D", "}", "%25", "%")
 var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
 
 // List returns the locks held now whose names start with prefix ("" for
-// all), sorted by name, each as Inspect reports it. It walks the key space
-// with SCAN (on every master of a Cluster, every shard of a Ring), which
-// does not block the server but costs time in proportion to the number of
-// keys; it is meant for operators (cmd/fencectl), not for hot paths. A lock
-// that is released or expires during the walk is left out, and one taken
-// during it may be missed.
+// all), sorted by name, each as lock.Client.Inspect reports it (its holder
+// and the live places in its line). It walks the key space with SCAN (on
+// every master of a Cluster, every shard of a Ring), which does not block
+// the server but costs time in proportion to the number of keys; it is
+// meant for operators (cmd/fencectl), not for hot paths. A lock that is
+// released or expires during the walk is left out, and one taken during it
+// may be missed.
 func (b *Backend) List(ctx context.Context, prefix string) ([]lock.Info, error) {
 	if err := b.ready(ctx); err != nil {
 		return nil, err
@@ -51,12 +52,14 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]lock.Info, error) 
 			continue
 		}
 		seen[name] = true
-		info, err := b.Inspect(ctx, name)
+		info, err := b.inspectLock(ctx, name)
 		if err != nil {
 			return nil, err
 		}
-		if info.Held {
-			infos = append(infos, info)
+		if len(info.Holders) == 1 {
+			h := info.Holders[0]
+			infos = append(infos, lock.Info{Name: name, Waiting: info.Waiting,
+				Holders: []lock.Holder{{Owner: h.Owner, Token: h.Token, TTL: h.TTL, Metadata: h.Metadata}}})
 		}
 	}
 	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
@@ -116,4 +119,49 @@ func scanAll(ctx context.Context, node Client, pattern string) ([]string, error)
 		}
 		cursor = next
 	}
+}
+
+// PermitNames returns the permit names (semaphores and read-write locks)
+// whose names start with prefix ("" for all) and that have a permit or a
+// place in line, or had one when the walk saw them, sorted by name. Like
+// List, it walks the key space with SCAN and is meant for operators
+// (fencectl): Inspect each name with a permit kind for its holders, and
+// leave out those that turn out idle.
+func (b *Backend) PermitNames(ctx context.Context, prefix string) ([]string, error) {
+	if err := b.ready(ctx); err != nil {
+		return nil, err
+	}
+	pattern := globEscaper.Replace(b.prefix+":{"+escapeKey(prefix)) + "*}:permit:*"
+	var keys []string
+	err := forEachNode(ctx, b.client, func(ctx context.Context, node Client) error {
+		found, err := scanAll(ctx, node, pattern)
+		keys = append(keys, found...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fencekit/redis: list permit names %q: %w", prefix, err)
+	}
+	seen := map[string]bool{}
+	var names []string
+	for _, key := range keys {
+		rest, ok := strings.CutPrefix(key, b.prefix+":{")
+		if !ok {
+			continue
+		}
+		var esc string
+		if esc, ok = strings.CutSuffix(rest, "}:permit:held"); !ok {
+			if esc, ok = strings.CutSuffix(rest, "}:permit:places"); !ok {
+				continue // the counter outlives the permits: not a sign of use
+			}
+		}
+		if strings.ContainsAny(esc, "{}") {
+			continue
+		}
+		if name := keyUnescaper.Replace(esc); !seen[name] {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
 }

@@ -9,7 +9,6 @@ import (
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
-	"github.com/fencekit/fencekit/lock"
 )
 
 // listCheck takes locks whose names hold glob and hash-tag characters, and
@@ -26,26 +25,29 @@ func listCheck(t *testing.T, client goredis.UniversalClient) {
 	names := []string{"jobs/b", "jobs/a", "jobs*/{x}", "jobs?/%7D", "other/x", "}"}
 	for _, name := range names {
 		o := newOwner(t)
-		_, err := b.Acquire(lock.ContextWithMetadata(ctx, "md "+name), name, o, time.Minute)
+		_, err := acquireMD(ctx, b, name, o, time.Minute, "md "+name)
 		require.NoError(t, err, name)
 		held[name] = o
 	}
-	_, err := other.Acquire(ctx, "jobs/c", newOwner(t), time.Minute)
+	_, err := acquire(ctx, other, "jobs/c", newOwner(t), time.Minute)
 	require.NoError(t, err)
 	freed := newOwner(t)
-	_, err = b.Acquire(ctx, "jobs/freed", freed, time.Minute)
+	_, err = acquire(ctx, b, "jobs/freed", freed, time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, b.Release(ctx, "jobs/freed", freed))
+	require.NoError(t, release(ctx, b, "jobs/freed", freed))
 
 	infos, err := b.List(ctx, "jobs/")
 	require.NoError(t, err)
 	require.Equal(t, 2, len(infos), infos)
 	for i, name := range []string{"jobs/a", "jobs/b"} {
-		got := infos[i]
-		require.Equal(t, name, got.Name)
+		info := infos[i]
+		require.Equal(t, name, info.Name)
+		require.True(t, info.Held() && len(info.Holders) == 1, info)
+		got := info.Holders[0]
 		require.Equal(t, held[name], got.Owner)
 		require.Equal(t, "md "+name, got.Metadata)
-		require.True(t, got.Held && got.Token.Valid() && got.TTL > 50*time.Second && got.TTL <= time.Minute, got)
+		require.True(t, got.Token.Valid() && got.TTL > 50*time.Second && got.TTL <= time.Minute, got)
+		require.Zero(t, info.Waiting, info)
 	}
 	for prefix, want := range map[string][]string{
 		"jobs*": {"jobs*/{x}"},

@@ -11,10 +11,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
-
-var _ lock.Backend = (*Backend)(nil)
 
 // DefaultCounterIdle is how long a lock's token counter survives without a
 // new token being minted, when BackendOptions leaves CounterIdle at zero.
@@ -44,8 +42,8 @@ type BackendOptions struct {
 	// WaitReplicas, when above zero, makes Acquire wait (WAIT) until that
 	// many replicas have acknowledged the new lease, at most WaitTimeout. If
 	// fewer do, the lease is released again and Acquire returns an error
-	// matching ErrReplication (and lock.ErrTransient, so lock.Client tries
-	// again). It needs a *goredis.Client or a *goredis.ClusterClient
+	// matching ErrReplication (and driver.ErrTransient, so lock.Client
+	// tries again). It needs a *goredis.Client or a *goredis.ClusterClient
 	// (including the failover kinds).
 	WaitReplicas int
 
@@ -55,7 +53,8 @@ type BackendOptions struct {
 	WaitTimeout time.Duration
 }
 
-// Backend is a lock.Backend on Redis. It is safe for concurrent use.
+// Backend is a lock driver (driver.Backend, driver.go) on Redis, for
+// lock.New. It is safe for concurrent use.
 type Backend struct {
 	client      Client
 	prefix      string
@@ -103,21 +102,17 @@ func (b *Backend) CounterKey(name string) string {
 	return b.prefix + ":{" + escapeKey(name) + "}:counter"
 }
 
-// Acquire takes name for owner for ttl and mints a new token, or, when owner
-// already holds it, extends the lease to ttl and returns the same token. When
-// another owner holds it the error is a *lock.HeldError with the remaining
-// TTL. It is one script and one round trip; with WaitReplicas set, the
-// script and WAIT travel together in one pipeline on one connection.
+// acquireLock takes name for owner for ttl and mints a new token, or, when
+// owner already holds it, extends the lease to ttl and returns the same
+// token. When another owner holds it the error is a *driver.HeldError with
+// the remaining TTL. It is one script and one round trip; with WaitReplicas
+// set, the script and WAIT travel together in one pipeline on one
+// connection.
 //
-// The holder metadata that ctx carries (lock.ContextWithMetadata) is stored
-// in the lease hash, as a script argument, replacing what a same-owner
-// Acquire stored before; Extend keeps it and Release deletes it with the
-// lease.
-func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
-	if err != nil {
-		return 0, err
-	}
+// The holder metadata md is stored in the lease hash, as a script argument,
+// replacing what a same-owner acquire stored before; Extend keeps it and
+// Release deletes it with the lease.
+func (b *Backend) acquireLock(ctx context.Context, name, owner string, ttl time.Duration, md string) (fence.Token, error) {
 	if err := b.ready(ctx); err != nil {
 		return 0, err
 	}
@@ -169,18 +164,15 @@ func parseAcquire(name string, reply any) (fence.Token, error) {
 			return fence.Token(t), nil
 		}
 	case int64:
-		return 0, &lock.HeldError{Name: name, TTL: pttl(r)}
+		return 0, &driver.HeldError{Name: name, TTL: pttl(r)}
 	}
 	return 0, fmt.Errorf("fencekit/redis: acquire %q: unexpected reply %v", name, reply)
 }
 
-// Extend renews owner's lease on name for ttl from now. It returns an error
-// matching lock.ErrNotHeld, and changes nothing, when owner does not hold
-// the lock; it never re-creates a lease.
-func (b *Backend) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
-	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
-		return err
-	}
+// extendLock renews owner's lease on name for ttl from now. It returns an
+// error matching driver.ErrNotHeld, and changes nothing, when owner does
+// not hold the lock; it never re-creates a lease.
+func (b *Backend) extendLock(ctx context.Context, name, owner string, ttl time.Duration) error {
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
@@ -190,18 +182,16 @@ func (b *Backend) Extend(ctx context.Context, name, owner string, ttl time.Durat
 		return opError("extend", name, err)
 	}
 	if n != 1 {
-		return notHeld(name)
+		return driver.NotHeld(name)
 	}
 	return nil
 }
 
-// Release frees name if owner holds it (compare-and-delete). It returns an
-// error matching lock.ErrNotHeld, and changes nothing, otherwise. The token
-// counter is kept, so releasing never lowers the next token.
-func (b *Backend) Release(ctx context.Context, name, owner string) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
+// releaseLock frees name if owner holds it (compare-and-delete), and wakes
+// the first waiter in line. It returns an error matching driver.ErrNotHeld,
+// and changes nothing, otherwise. The token counter is kept, so releasing
+// never lowers the next token.
+func (b *Backend) releaseLock(ctx context.Context, name, owner string) error {
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
@@ -215,43 +205,41 @@ func (b *Backend) release(ctx context.Context, name, owner string) error {
 		return opError("release", name, err)
 	}
 	if n != 1 {
-		return notHeld(name)
+		return driver.NotHeld(name)
 	}
 	return nil
 }
 
-// Inspect reports the holder of name, its token, its remaining TTL and its
-// metadata, read together by one script.
-func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
-	if err := fence.ValidateKey(name); err != nil {
-		return lock.Info{}, fmt.Errorf("lock name: %w", err)
-	}
+// inspectLock reports the holder of name, its token, its remaining TTL and
+// its metadata, and the number of live places in its line, read together
+// by one script.
+func (b *Backend) inspectLock(ctx context.Context, name string) (driver.Info, error) {
 	if err := b.ready(ctx); err != nil {
-		return lock.Info{}, err
+		return driver.Info{}, err
 	}
-	reply, err := inspectScript.run(ctx, b.client, resend, []string{b.LeaseKey(name)}).Slice()
+	reply, err := inspectScript.run(ctx, b.client, resend, []string{b.LeaseKey(name), b.PlacesKey(name)}).Slice()
 	if err != nil {
 		b.reload.after(err)
-		return lock.Info{}, opError("inspect", name, err)
+		return driver.Info{}, opError("inspect", name, err)
 	}
-	if len(reply) == 0 {
-		return lock.Info{Name: name}, nil
+	waiting, ok := int64(0), false
+	if len(reply) == 1 || len(reply) == 5 {
+		waiting, ok = reply[0].(int64)
 	}
-	if len(reply) == 4 {
-		owner, ok1 := reply[0].(string)
-		tok, ok2 := reply[1].(string)
-		ms, ok3 := reply[2].(int64)
-		md, ok4 := reply[3].(string)
+	info := driver.Info{Name: name, Kind: driver.Exclusive, Waiting: int(waiting)}
+	if ok && len(reply) == 5 {
+		owner, ok1 := reply[1].(string)
+		tok, ok2 := reply[2].(string)
+		ms, ok3 := reply[3].(int64)
+		md, ok4 := reply[4].(string)
 		t, perr := strconv.ParseInt(tok, 10, 64)
-		if ok1 && ok2 && ok3 && ok4 && perr == nil {
-			return lock.Info{Name: name, Held: true, Owner: owner, Token: fence.Token(t), TTL: pttl(ms), Metadata: md}, nil
-		}
+		ok = ok1 && ok2 && ok3 && ok4 && perr == nil
+		info.Holders = []driver.Holder{{Owner: owner, Kind: driver.Exclusive, Token: fence.Token(t), TTL: pttl(ms), Metadata: md}}
 	}
-	return lock.Info{}, fmt.Errorf("fencekit/redis: inspect %q: unexpected reply %v", name, reply)
-}
-
-func notHeld(name string) error {
-	return fmt.Errorf("%w: %q", lock.ErrNotHeld, name)
+	if !ok {
+		return driver.Info{}, fmt.Errorf("fencekit/redis: inspect %q: unexpected reply %v", name, reply)
+	}
+	return info, nil
 }
 
 // isNoScript reports whether err is the server's NOSCRIPT reply.

@@ -17,6 +17,7 @@ import (
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // serverMicros returns the server's TIME in microseconds.
@@ -33,7 +34,7 @@ func TestTokenComesFromServerClock(t *testing.T) {
 	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c)})
 
 	before := serverMicros(t, c)
-	tok, err := b.Acquire(ctx, "job", newOwner(t), time.Minute)
+	tok, err := acquire(ctx, b, "job", newOwner(t), time.Minute)
 	require.NoError(t, err)
 	after := serverMicros(t, c)
 	require.GreaterOrEqual(t, int64(tok), before, "a fresh counter jumps to the server clock")
@@ -47,11 +48,11 @@ func TestHeldErrorCarriesTTL(t *testing.T) {
 	ctx := testCtx(t)
 	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c)})
 
-	_, err := b.Acquire(ctx, "job", newOwner(t), 10*time.Second)
+	_, err := acquire(ctx, b, "job", newOwner(t), 10*time.Second)
 	require.NoError(t, err)
-	_, err = b.Acquire(ctx, "job", newOwner(t), time.Second)
+	_, err = acquire(ctx, b, "job", newOwner(t), time.Second)
 	require.ErrorIs(t, err, lock.ErrHeld)
-	var held *lock.HeldError
+	var held *driver.HeldError
 	require.ErrorAs(t, err, &held)
 	require.Equal(t, "job", held.Name)
 	require.Greater(t, held.TTL, 9*time.Second)
@@ -73,7 +74,7 @@ func TestKeyLayout(t *testing.T) {
 	require.NotEqual(t, b.LeaseKey("}"), b.LeaseKey("%7D"))
 
 	o := newOwner(t)
-	tok, err := b.Acquire(lock.ContextWithMetadata(ctx, "pid=1"), "job", o, time.Minute)
+	tok, err := acquireMD(ctx, b, "job", o, time.Minute, "pid=1")
 	require.NoError(t, err)
 	lease, err := c.HGetAll(ctx, b.LeaseKey("job")).Result()
 	require.NoError(t, err)
@@ -89,7 +90,7 @@ func TestKeyLayout(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, idle, fenceredis.DefaultCounterIdle-time.Minute, "the counter expires after the default idle period")
 
-	require.NoError(t, b.Release(ctx, "job", o))
+	require.NoError(t, release(ctx, b, "job", o))
 	n, err := c.Exists(ctx, b.LeaseKey("job"), b.CounterKey("job")).Result()
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n, "release deletes the lease and keeps the counter")
@@ -100,7 +101,7 @@ func TestCounterNeverExpiresWhenNegative(t *testing.T) {
 	c := testkit.Redis(t)
 	ctx := testCtx(t)
 	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c), CounterIdle: -1})
-	_, err := b.Acquire(ctx, "job", newOwner(t), time.Minute)
+	_, err := acquire(ctx, b, "job", newOwner(t), time.Minute)
 	require.NoError(t, err)
 	pttl, err := c.PTTL(ctx, b.CounterKey("job")).Result()
 	require.NoError(t, err)
@@ -118,13 +119,13 @@ func TestCounterExpiry(t *testing.T) {
 	var last fence.Token
 	for i := 0; i < 3; i++ {
 		o := newOwner(t)
-		tok, err := b.Acquire(ctx, "job", o, time.Minute)
+		tok, err := acquire(ctx, b, "job", o, time.Minute)
 		require.NoError(t, err)
 		require.Greater(t, tok, last)
 		pttl, err := c.PTTL(ctx, b.CounterKey("job")).Result()
 		require.NoError(t, err)
 		require.LessOrEqual(t, pttl, 50*time.Millisecond)
-		require.NoError(t, b.Release(ctx, "job", o))
+		require.NoError(t, release(ctx, b, "job", o))
 		eventually(t, 10*time.Second, "counter key expired", func() bool {
 			return c.Exists(ctx, b.CounterKey("job")).Val() == 0
 		})
@@ -144,29 +145,30 @@ func TestTokenArithmeticIsExact(t *testing.T) {
 	for _, start := range []int64{1<<53 - 1, 1 << 53, 1<<53 + 1, 1<<53 + 2, math.MaxInt64 - 1} {
 		require.NoError(t, c.Set(ctx, b.CounterKey("job"), strconv.FormatInt(start, 10), 0).Err())
 		o := newOwner(t)
-		tok, err := b.Acquire(ctx, "job", o, time.Minute)
+		tok, err := acquire(ctx, b, "job", o, time.Minute)
 		require.NoError(t, err)
 		require.Equal(t, fence.Token(start+1), tok, "counter %d", start)
-		info, err := b.Inspect(ctx, "job")
+		info, err := inspect(ctx, b, "job")
 		require.NoError(t, err)
 		require.Equal(t, tok, info.Token)
-		require.NoError(t, b.Release(ctx, "job", o))
+		require.NoError(t, release(ctx, b, "job", o))
 	}
 
 	// The counter is at MaxToken: there is no next token. The script fails
 	// before writing anything.
-	_, err := b.Acquire(ctx, "job", newOwner(t), time.Minute)
+	_, err := acquire(ctx, b, "job", newOwner(t), time.Minute)
 	require.Error(t, err)
 	require.False(t, errors.Is(err, lock.ErrHeld))
 	t.Logf("acquire after MaxToken: %v", err)
-	info, err := b.Inspect(ctx, "job")
+	info, err := inspect(ctx, b, "job")
 	require.NoError(t, err)
 	require.False(t, info.Held)
 	require.Equal(t, strconv.FormatInt(math.MaxInt64, 10), c.Get(ctx, b.CounterKey("job")).Val())
 }
 
 // TestRoundTrips counts network round trips with a go-redis hook: one per
-// operation once the scripts are cached on the server.
+// operation once the scripts are cached on the server. Inspect of a lock
+// reads its holder and counts its line in that one round trip.
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
 	srv := testkit.NewRedisServer(t)
@@ -177,12 +179,15 @@ func TestRoundTrips(t *testing.T) {
 	a, other := newOwner(t), newOwner(t)
 
 	// Warm up: connect, and cache every script (EVALSHA, NOSCRIPT, EVAL).
-	_, err := b.Acquire(ctx, "warm", a, time.Minute)
+	_, err := acquire(ctx, b, "warm", a, time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, b.Extend(ctx, "warm", a, time.Minute))
-	_, err = b.Inspect(ctx, "warm")
+	require.NoError(t, extend(ctx, b, "warm", a, time.Minute))
+	_, err = inspect(ctx, b, "warm")
 	require.NoError(t, err)
-	require.NoError(t, b.Release(ctx, "warm", a))
+	_, err = enqueue(ctx, b, "warm", other, time.Minute, time.Minute)
+	require.ErrorIs(t, err, lock.ErrHeld)
+	require.NoError(t, leave(ctx, b, "warm", other))
+	require.NoError(t, release(ctx, b, "warm", a))
 	require.NoError(t, s.Put(ctx, "warm", 1, nil))
 	require.NoError(t, s.Advance(ctx, "warm", 1))
 	require.NoError(t, s.Delete(ctx, "warm", 1))
@@ -195,27 +200,45 @@ func TestRoundTrips(t *testing.T) {
 		name string
 		run  func() error
 	}{
-		{"Acquire (free)", func() (err error) { tok, err = b.Acquire(ctx, "job", a, time.Minute); return err }},
-		{"Acquire (same owner)", func() error { _, err := b.Acquire(ctx, "job", a, time.Minute); return err }},
+		{"Acquire (free)", func() (err error) { tok, err = acquire(ctx, b, "job", a, time.Minute); return err }},
+		{"Acquire (same owner)", func() error { _, err := acquire(ctx, b, "job", a, time.Minute); return err }},
 		{"Acquire (metadata)", func() error {
-			_, err := b.Acquire(lock.ContextWithMetadata(ctx, "host=a pid=1"), "job", a, time.Minute)
+			_, err := acquireMD(ctx, b, "job", a, time.Minute, "host=a pid=1")
 			return err
 		}},
 		{"Acquire (held)", func() error {
-			_, err := b.Acquire(ctx, "job", other, time.Minute)
+			_, err := acquire(ctx, b, "job", other, time.Minute)
 			if errors.Is(err, lock.ErrHeld) {
 				return nil
 			}
 			return err
 		}},
-		{"Extend", func() error { return b.Extend(ctx, "job", a, time.Minute) }},
+		{"Extend", func() error { return extend(ctx, b, "job", a, time.Minute) }},
 		{"Inspect", func() error {
-			info, err := b.Inspect(ctx, "job")
+			info, err := inspect(ctx, b, "job")
 			if err == nil && info.Metadata != "host=a pid=1" {
 				return fmt.Errorf("Inspect reported metadata %q", info.Metadata)
 			}
+			if err == nil && info.Waiting != 0 {
+				return fmt.Errorf("Inspect reported %d waiting; want 0", info.Waiting)
+			}
 			return err
 		}},
+		{"Acquire (queued)", func() error {
+			_, err := enqueue(ctx, b, "job", other, time.Minute, time.Minute)
+			if errors.Is(err, lock.ErrHeld) {
+				return nil
+			}
+			return err
+		}},
+		{"Inspect (a waiter in line)", func() error {
+			info, err := inspect(ctx, b, "job")
+			if err == nil && (info.Owner != a || info.Token != tok || info.Waiting != 1) {
+				return fmt.Errorf("Inspect reported %+v; want a's lease and 1 waiting", info)
+			}
+			return err
+		}},
+		{"Leave", func() error { return leave(ctx, b, "job", other) }},
 		{"Put", func() error { return s.Put(ctx, "k", tok, []byte("v")) }},
 		{"Put (stale)", func() error {
 			if err := s.Put(ctx, "k", tok-1, []byte("v")); !errors.Is(err, fence.ErrStale) {
@@ -226,18 +249,21 @@ func TestRoundTrips(t *testing.T) {
 		{"Get", func() error { _, err := s.Get(ctx, "k"); return err }},
 		{"Advance", func() error { return s.Advance(ctx, "k", tok) }},
 		{"Delete", func() error { return s.Delete(ctx, "k", tok) }},
-		{"Release", func() error { return b.Release(ctx, "job", a) }},
+		{"Release", func() error { return release(ctx, b, "job", a) }},
 	}
 	for _, op := range ops {
 		require.NoError(t, op.run(), op.name)
 		n, sent := rt.take()
-		t.Logf("%-20s %d round trip(s): %v", op.name, n, sent)
+		t.Logf("%-26s %d round trip(s): %v", op.name, n, sent)
 		require.Equal(t, 1, n, "%s: round trips %v", op.name, sent)
 	}
 }
 
 // TestInvalidInputSendsNothing checks that refused input, and a context that
-// has already ended, never reach the server.
+// has already ended, never reach the server. Lock input is refused by the
+// lock.Client over the Backend (the driver leaves it to the Client); a
+// Client never sends an Extend or a Release of a name or owner it did not
+// check when it acquired (a Lease carries them), so those have no case here.
 func TestInvalidInputSendsNothing(t *testing.T) {
 	t.Parallel()
 	srv := testkit.NewRedisServer(t)
@@ -246,19 +272,21 @@ func TestInvalidInputSendsNothing(t *testing.T) {
 	b := fenceredis.NewBackend(c, nil)
 	s := fenceredis.NewStore(c, nil)
 	o := newOwner(t)
+	client := lock.New(b, nil)
+	lease, err := client.TryAcquire(ctx, "held", time.Minute)
+	require.NoError(t, err)
+	rt.take()
 
 	invalid := map[string]func() error{
-		"Acquire empty name":   func() error { _, err := b.Acquire(ctx, "", o, time.Second); return err },
-		"Acquire empty owner":  func() error { _, err := b.Acquire(ctx, "n", "", time.Second); return err },
-		"Acquire ttl 0":        func() error { _, err := b.Acquire(ctx, "n", o, 0); return err },
-		"Acquire ttl 999µs":    func() error { _, err := b.Acquire(ctx, "n", o, 999*time.Microsecond); return err },
-		"Acquire NUL in name":  func() error { _, err := b.Acquire(ctx, "n\x00", o, time.Second); return err },
-		"Extend ttl -1s":       func() error { return b.Extend(ctx, "n", o, -time.Second) },
-		"Extend empty owner":   func() error { return b.Extend(ctx, "n", "", time.Second) },
-		"Release empty name":   func() error { return b.Release(ctx, "", o) },
-		"Release empty owner":  func() error { return b.Release(ctx, "n", "") },
-		"Inspect empty name":   func() error { _, err := b.Inspect(ctx, ""); return err },
-		"Inspect bad UTF-8":    func() error { _, err := b.Inspect(ctx, "\xff"); return err },
+		"Acquire empty name":   func() error { _, err := client.TryAcquire(ctx, "", time.Second); return err },
+		"Acquire empty owner":  func() error { _, err := client.Resume(ctx, "n", "", time.Second); return err },
+		"Acquire NUL in owner": func() error { _, err := client.Resume(ctx, "n", "o\x00", time.Second); return err },
+		"Acquire ttl 0":        func() error { _, err := client.TryAcquire(ctx, "n", 0); return err },
+		"Acquire ttl 999µs":    func() error { _, err := client.TryAcquire(ctx, "n", 999*time.Microsecond); return err },
+		"Acquire NUL in name":  func() error { _, err := client.TryAcquire(ctx, "n\x00", time.Second); return err },
+		"Extend ttl -1s":       func() error { return lease.Extend(ctx, -time.Second) },
+		"Inspect empty name":   func() error { _, err := client.Inspect(ctx, ""); return err },
+		"Inspect bad UTF-8":    func() error { _, err := client.Inspect(ctx, "\xff"); return err },
 		"Put token 0":          func() error { return s.Put(ctx, "k", 0, []byte("v")) },
 		"Put token -1":         func() error { return s.Put(ctx, "k", -1, []byte("v")) },
 		"Put empty key":        func() error { return s.Put(ctx, "", 1, []byte("v")) },
@@ -278,10 +306,10 @@ func TestInvalidInputSendsNothing(t *testing.T) {
 	done, cancel := context.WithCancel(ctx)
 	cancel()
 	ended := map[string]func() error{
-		"Acquire": func() error { _, err := b.Acquire(done, "n", o, time.Second); return err },
-		"Extend":  func() error { return b.Extend(done, "n", o, time.Second) },
-		"Release": func() error { return b.Release(done, "n", o) },
-		"Inspect": func() error { _, err := b.Inspect(done, "n"); return err },
+		"Acquire": func() error { _, err := acquire(done, b, "n", o, time.Second); return err },
+		"Extend":  func() error { return extend(done, b, "n", o, time.Second) },
+		"Release": func() error { return release(done, b, "n", o) },
+		"Inspect": func() error { _, err := inspect(done, b, "n"); return err },
 		"Put":     func() error { return s.Put(done, "k", 1, nil) },
 		"Get":     func() error { _, err := s.Get(done, "k"); return err },
 		"Delete":  func() error { return s.Delete(done, "k", 1) },
@@ -298,11 +326,11 @@ func TestNilClientRefused(t *testing.T) {
 	ctx := testCtx(t)
 	b := fenceredis.NewBackend(nil, nil)
 	s := fenceredis.NewStore(nil, nil)
-	_, err := b.Acquire(ctx, "n", "o", time.Second)
+	_, err := acquire(ctx, b, "n", "o", time.Second)
 	require.ErrorIs(t, err, fence.ErrInvalid)
-	require.ErrorIs(t, b.Extend(ctx, "n", "o", time.Second), fence.ErrInvalid)
-	require.ErrorIs(t, b.Release(ctx, "n", "o"), fence.ErrInvalid)
-	_, err = b.Inspect(ctx, "n")
+	require.ErrorIs(t, extend(ctx, b, "n", "o", time.Second), fence.ErrInvalid)
+	require.ErrorIs(t, release(ctx, b, "n", "o"), fence.ErrInvalid)
+	_, err = inspect(ctx, b, "n")
 	require.ErrorIs(t, err, fence.ErrInvalid)
 	require.ErrorIs(t, s.Put(ctx, "k", 1, nil), fence.ErrInvalid)
 	require.ErrorIs(t, s.Delete(ctx, "k", 1), fence.ErrInvalid)
@@ -319,13 +347,13 @@ func TestTTLNearMaxInt64(t *testing.T) {
 	c := testkit.Redis(t)
 	ctx := testCtx(t)
 	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c)})
-	_, err := b.Acquire(ctx, "job", newOwner(t), math.MaxInt64)
+	_, err := acquire(ctx, b, "job", newOwner(t), math.MaxInt64)
 	require.NoError(t, err)
-	info, err := b.Inspect(ctx, "job")
+	info, err := inspect(ctx, b, "job")
 	require.NoError(t, err)
 	require.Greater(t, info.TTL, 290*365*24*time.Hour, "Inspect TTL %v", info.TTL)
-	_, err = b.Acquire(ctx, "job", newOwner(t), time.Second)
-	var held *lock.HeldError
+	_, err = acquire(ctx, b, "job", newOwner(t), time.Second)
+	var held *driver.HeldError
 	require.ErrorAs(t, err, &held)
 	require.Greater(t, held.TTL, 290*365*24*time.Hour, "HeldError TTL %v", held.TTL)
 }
@@ -341,16 +369,17 @@ func TestInspectLeaseWithoutMetadata(t *testing.T) {
 	o := newOwner(t)
 	require.NoError(t, c.HSet(ctx, b.LeaseKey("old"), "owner", o, "token", "7").Err())
 	require.NoError(t, c.PExpire(ctx, b.LeaseKey("old"), time.Minute).Err())
-	info, err := b.Inspect(ctx, "old")
+	info, err := b.Inspect(ctx, "old", driver.Exclusive)
 	require.NoError(t, err)
-	require.Equal(t, lock.Info{Name: "old", Held: true, Owner: o, Token: 7, TTL: info.TTL}, info)
+	require.Len(t, info.Holders, 1)
+	require.Equal(t, driver.Info{Name: "old", Kind: driver.Exclusive, Holders: []driver.Holder{{Owner: o, Kind: driver.Exclusive, Token: 7, TTL: info.Holders[0].TTL}}}, info)
 	// Its owner's next acquire keeps the token and adds the metadata.
-	tok, err := b.Acquire(lock.ContextWithMetadata(ctx, "host=b"), "old", o, time.Minute)
+	tok, err := acquireMD(ctx, b, "old", o, time.Minute, "host=b")
 	require.NoError(t, err)
 	require.Equal(t, fence.Token(7), tok)
-	info, err = b.Inspect(ctx, "old")
+	after, err := inspect(ctx, b, "old")
 	require.NoError(t, err)
-	require.Equal(t, "host=b", info.Metadata)
+	require.Equal(t, "host=b", after.Metadata)
 }
 
 // TestMetadataMemoryUsage reports what the metadata field costs a lease
@@ -361,9 +390,9 @@ func TestMetadataMemoryUsage(t *testing.T) {
 	ctx := testCtx(t)
 	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c)})
 	var base int64
-	for i, md := range []string{"", lock.DefaultMetadata(), strings.Repeat("m", lock.MaxMetadataLen)} {
+	for i, md := range []string{"", lock.DefaultMetadata(), strings.Repeat("m", driver.MaxMetadataLen)} {
 		name := fmt.Sprintf("mem%d", len(md))
-		_, err := b.Acquire(lock.ContextWithMetadata(ctx, md), name, newOwner(t), time.Minute)
+		_, err := acquireMD(ctx, b, name, newOwner(t), time.Minute, md)
 		require.NoError(t, err)
 		n, err := c.MemoryUsage(ctx, b.LeaseKey(name)).Result()
 		require.NoError(t, err)

@@ -43,10 +43,10 @@ func TestCluster(t *testing.T) {
 			}
 
 			o := newOwner(t)
-			tok, err := b.Acquire(ctx, name, o, time.Minute)
+			tok, err := acquire(ctx, b, name, o, time.Minute)
 			require.NoError(t, err, name)
 			require.NoError(t, s.Put(ctx, name, tok, []byte(name)), name)
-			require.NoError(t, b.Release(ctx, name, o), name)
+			require.NoError(t, release(ctx, b, name, o), name)
 		}
 	})
 
@@ -59,18 +59,18 @@ func TestCluster(t *testing.T) {
 		for i := 0; i < 200; i++ {
 			name := fmt.Sprintf("job-%d", i)
 			o := newOwner(t)
-			tok, err := b.Acquire(ctx, name, o, time.Minute)
+			tok, err := acquire(ctx, b, name, o, time.Minute)
 			require.NoError(t, err, name)
-			require.NoError(t, b.Extend(ctx, name, o, time.Minute), name)
+			require.NoError(t, extend(ctx, b, name, o, time.Minute), name)
 			require.NoError(t, s.Put(ctx, name, tok, []byte(name)), name)
 			require.NoError(t, s.Advance(ctx, name, tok), name)
 			rec, err := s.Get(ctx, name)
 			require.NoError(t, err, name)
 			require.Equal(t, tok, rec.Fence)
-			info, err := b.Inspect(ctx, name)
+			info, err := inspect(ctx, b, name)
 			require.NoError(t, err, name)
 			require.Equal(t, tok, info.Token)
-			require.NoError(t, b.Release(ctx, name, o), name)
+			require.NoError(t, release(ctx, b, name, o), name)
 			require.NoError(t, s.Delete(ctx, name, tok), name)
 			m, err := client.MasterForKey(ctx, b.LeaseKey(name))
 			require.NoError(t, err)
@@ -91,10 +91,10 @@ func TestCluster(t *testing.T) {
 			}
 			name := fmt.Sprintf("job-%d", i)
 			o := newOwner(t)
-			tok, err := b.Acquire(ctx, name, o, time.Minute)
+			tok, err := acquire(ctx, b, name, o, time.Minute)
 			require.NoError(t, err)
 			require.NoError(t, s.Put(ctx, name, tok, nil))
-			require.NoError(t, b.Release(ctx, name, o))
+			require.NoError(t, release(ctx, b, name, o))
 		}
 	})
 
@@ -121,11 +121,11 @@ func TestCluster(t *testing.T) {
 			}
 
 			o := newOwner(t)
-			tok, err := b.Acquire(ctx, name, o, time.Minute)
+			tok, err := acquire(ctx, b, name, o, time.Minute)
 			if replicated {
 				require.NoError(t, err, name)
 				require.True(t, tok.Valid())
-				require.NoError(t, b.Release(ctx, name, o))
+				require.NoError(t, release(ctx, b, name, o))
 				acked++
 				continue
 			}
@@ -133,7 +133,7 @@ func TestCluster(t *testing.T) {
 			var re *fenceredis.ReplicationError
 			require.True(t, errors.As(err, &re))
 			require.Equal(t, 0, re.Got, "%v", err)
-			info, err := b.Inspect(ctx, name)
+			info, err := inspect(ctx, b, name)
 			require.NoError(t, err)
 			require.False(t, info.Held, "%s left held: %+v", name, info)
 			refused++
@@ -167,7 +167,7 @@ func TestCluster(t *testing.T) {
 		}
 		plain := fenceredis.NewBackend(client, &fenceredis.BackendOptions{Prefix: prefix})
 		o := newOwner(t)
-		tok, err := plain.Acquire(ctx, name, o, time.Minute)
+		tok, err := acquire(ctx, plain, name, o, time.Minute)
 		require.NoError(t, err)
 
 		slot, err := source.Client(t).ClusterKeySlot(ctx, b.LeaseKey(name)).Result()
@@ -193,7 +193,7 @@ func TestCluster(t *testing.T) {
 			require.NoError(t, err, "MIGRATE %s", key)
 		}
 
-		again, err := b.Acquire(ctx, name, o, time.Minute)
+		again, err := acquire(ctx, b, name, o, time.Minute)
 		require.NoError(t, err, "a waiting re-acquire of a lease that has moved to the target")
 		require.Equal(t, tok, again)
 		require.NoError(t, s.Put(ctx, name, tok, []byte("during the migration")), "a waiting write of a new key in the migrating slot")
@@ -203,6 +203,6 @@ func TestCluster(t *testing.T) {
 			require.Equal(t, want, n, "keys in slot %s on %s: lease, counter and record on the target", sl, node.Addr())
 		}
 		t.Logf("slot %d migrating from %s to %s: re-acquire of %q and a store write followed ASK", slot, source.Addr(), target.Addr(), name)
-		require.NoError(t, b.Release(ctx, name, o))
+		require.NoError(t, release(ctx, b, name, o))
 	})
 }

@@ -9,11 +9,12 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/fence/fencetest"
 	"github.com/fencekit/fencekit/internal/testkit"
-	"github.com/fencekit/fencekit/lock"
-	"github.com/fencekit/fencekit/lock/locktest"
+	"github.com/fencekit/fencekit/lock/driver"
+	"github.com/fencekit/fencekit/lock/drivertest"
 )
 
-// conformance runs both suites over client, each check under its own prefix.
+// conformance runs both suites over client, each check under its own
+// prefix: the Store's, and every check of the driver contract.
 func conformance(t *testing.T, client goredis.UniversalClient) {
 	t.Run("Store", func(t *testing.T) {
 		fencetest.Run(t, func(t *testing.T) fence.Store {
@@ -23,12 +24,11 @@ func conformance(t *testing.T, client goredis.UniversalClient) {
 	t.Run("Linearizable", func(t *testing.T) {
 		fencetest.Linearizable(t, fenceredis.NewStore(client, &fenceredis.StoreOptions{Prefix: testkit.RedisPrefix(t, client)}), nil)
 	})
-	newBackend := func(t *testing.T) lock.Backend {
-		return fenceredis.NewBackend(client, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, client)})
-	}
-	t.Run("Backend", func(t *testing.T) { locktest.Run(t, newBackend) })
-	t.Run("Monotonic", func(t *testing.T) { locktest.Monotonic(t, newBackend) })
-	t.Run("Metadata", func(t *testing.T) { locktest.RunMetadata(t, newBackend) })
+	t.Run("Backend", func(t *testing.T) {
+		drivertest.Run(t, func(t *testing.T) driver.Backend {
+			return fenceredis.NewBackend(client, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, client)})
+		})
+	})
 }
 
 // TestConformanceShared runs the suites on the server from testkit: the one

@@ -30,17 +30,17 @@ func TestDeadlineBoundsEveryCall(t *testing.T) {
 	b := fenceredis.NewBackend(c, nil)
 	s := fenceredis.NewStore(c, nil)
 	o := newOwner(t)
-	_, err := b.Acquire(ctx, "job", o, time.Minute)
+	_, err := acquire(ctx, b, "job", o, time.Minute)
 	require.NoError(t, err)
 	require.NoError(t, s.Put(ctx, "k", 1, nil))
 
 	px.SetLatency(faultproxy.Downstream, time.Hour)
 	readTimeout := c.Options().ReadTimeout
 	for name, op := range map[string]func(context.Context) error{
-		"Acquire": func(ctx context.Context) error { _, err := b.Acquire(ctx, "other", o, time.Minute); return err },
-		"Extend":  func(ctx context.Context) error { return b.Extend(ctx, "job", o, time.Minute) },
-		"Release": func(ctx context.Context) error { return b.Release(ctx, "job", o) },
-		"Inspect": func(ctx context.Context) error { _, err := b.Inspect(ctx, "job"); return err },
+		"Acquire": func(ctx context.Context) error { _, err := acquire(ctx, b, "other", o, time.Minute); return err },
+		"Extend":  func(ctx context.Context) error { return extend(ctx, b, "job", o, time.Minute) },
+		"Release": func(ctx context.Context) error { return release(ctx, b, "job", o) },
+		"Inspect": func(ctx context.Context) error { _, err := inspect(ctx, b, "job"); return err },
 		"Put":     func(ctx context.Context) error { return s.Put(ctx, "k", 1, []byte("v")) },
 		"Delete":  func(ctx context.Context) error { return s.Delete(ctx, "k", 1) },
 		"Advance": func(ctx context.Context) error { return s.Advance(ctx, "k", 1) },

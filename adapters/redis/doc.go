@@ -32,17 +32,27 @@
 // below 2^53), as two halves of at most ten digits, each exact, where they
 // tie; no token above 2^53 is ever computed with a double.
 //
-// A Backend offers queued waiting (lock.QueueBackend), which lock.Client's
-// Acquire and Do use: waiters line up in a sorted set per lock, their places
-// expiring on the server's clock unless renewed, and a release wakes the
-// first of them by PUBLISH on the channel of the Backend it queued through,
-// which that Backend's one pub/sub connection receives (see AcquireOrEnqueue, AwaitTurn and
+// A Backend is a lock driver (lock/driver's Backend): lock.New takes it, and
+// every lock shape of lock.Client runs over it through the driver's six
+// methods (driver.go). Each call is one script and one round trip, but
+// Await, which waits for a wake-up and sends nothing.
+//
+// Queued waiting, which lock.Client's Acquire and Do use: waiters line up in
+// a sorted set per lock, their places expiring on the server's clock unless
+// renewed, and a release wakes the first of them by PUBLISH on the channel
+// of the Backend it queued through, which that Backend's one pub/sub
+// connection receives (see Acquire with a Place, Await, and
 // docs/patterns.md).
 //
-// A Backend is also a lock.PermitBackend, for lock.Client's Semaphore and
-// RWLock: each permit operation is one script over the name's keys under
-// "<prefix>:{name}:permit:" (see PermitKeys), apart from its lock keys,
-// with expiries on the server's clock and wake-ups as for queued locks.
+// Semaphores and read-write locks (lock.Client's Semaphore and RWLock): each
+// permit operation is one script over the name's keys under
+// "<prefix>:{name}:permit:" (see PermitKeys), apart from its lock keys, with
+// expiries on the server's clock and wake-ups as for queued locks.
+//
+// A set of names (lock.Client's AcquireMulti) is one script on a single node
+// or a Sentinel failover client, and on a Cluster when every name hashes to
+// one slot; otherwise (other slots, a Ring, WaitReplicas) Acquire answers
+// driver.ErrNotAtomic and the Client takes the names one by one.
 //
 // docs/redis.md describes the key layout, each script, the durability
 // trade-offs and what the optional replication wait (WAIT) does and does not

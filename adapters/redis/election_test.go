@@ -6,8 +6,8 @@ import (
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
-	"github.com/fencekit/fencekit/lock"
-	"github.com/fencekit/fencekit/lock/locktest"
+	"github.com/fencekit/fencekit/lock/driver"
+	"github.com/fencekit/fencekit/lock/drivertest"
 )
 
 // TestElection runs the election checks on the shared Redis (the one named
@@ -15,8 +15,8 @@ import (
 func TestElection(t *testing.T) {
 	t.Parallel()
 	client := testkit.Redis(t)
-	locktest.RunElection(t,
-		func(t *testing.T) lock.Backend {
+	drivertest.RunElection(t,
+		func(t *testing.T) driver.Backend {
 			return fenceredis.NewBackend(client, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, client)})
 		},
 		func(t *testing.T) fence.Store {

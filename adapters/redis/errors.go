@@ -5,7 +5,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // transientReplies are the server replies that mean "try again": the
@@ -29,13 +29,13 @@ func isTransientReply(err error) bool {
 }
 
 // opError wraps a failed call to Redis with the operation and the lock name
-// or key, and marks it with lock.Transient when the server asked to try
-// again, so that lock.Retryable judges it right. Transport errors need no
-// mark: lock.Retryable recognises them.
+// or key, and marks it with driver.Transient when the server asked to try
+// again, so that driver.Retryable judges it right. Transport errors need no
+// mark: driver.Retryable recognises them.
 func opError(op, name string, err error) error {
 	wrapped := fmt.Errorf("fencekit/redis: %s %q: %w", op, name, err)
 	if isTransientReply(err) {
-		return lock.Transient(wrapped)
+		return driver.Transient(wrapped)
 	}
 	return wrapped
 }

@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -79,13 +80,13 @@ func TestAcquireCounterPaths(t *testing.T) {
 	cycle := func(b *fenceredis.Backend, name string) fence.Token {
 		t.Helper()
 		o := newOwner(t)
-		tok, err := b.Acquire(ctx, name, o, time.Minute)
+		tok, err := acquire(ctx, b, name, o, time.Minute)
 		require.NoError(t, err)
-		info, err := b.Inspect(ctx, name)
+		info, err := inspect(ctx, b, name)
 		require.NoError(t, err)
 		require.Equal(t, tok, info.Token)
 		require.Equal(t, tok.String(), c.Get(ctx, b.CounterKey(name)).Val(), "the counter holds the last token")
-		require.NoError(t, b.Release(ctx, name, o))
+		require.NoError(t, release(ctx, b, name, o))
 		return tok
 	}
 
@@ -122,7 +123,7 @@ func TestAcquireCounterPaths(t *testing.T) {
 
 		// Not a number: INCR's error, no lease, the counter as it was.
 		require.NoError(t, c.Set(ctx, b.CounterKey("junk"), "junk", 0).Err())
-		_, err := b.Acquire(ctx, "junk", newOwner(t), time.Minute)
+		_, err := acquire(ctx, b, "junk", newOwner(t), time.Minute)
 		require.Error(t, err)
 		require.False(t, errors.Is(err, lock.ErrHeld))
 		require.Equal(t, "junk", c.Get(ctx, b.CounterKey("junk")).Val())
@@ -137,7 +138,9 @@ func TestAcquireCounterPaths(t *testing.T) {
 // a fenced write two; a queued acquire with nobody waiting is the acquire's
 // five and one more (a ZCARD of the empty queue). A release reads the owner
 // alone (HGET, as before queued waiting), and a release with waiters reads
-// the queue and publishes once.
+// the queue and publishes once. Inspect of a lock reads the holder (HMGET,
+// PTTL) and counts its line: one ZCARD when nobody waits, then the clock and
+// a ZCOUNT of the live places when someone does.
 func TestCommandsPerOperation(t *testing.T) {
 	t.Parallel()
 	srv := testkit.NewRedisServer(t)
@@ -148,12 +151,14 @@ func TestCommandsPerOperation(t *testing.T) {
 	a, other := newOwner(t), newOwner(t)
 
 	// Warm up: every script cached, the counter and the record exist.
-	_, err := b.Acquire(ctx, "job", a, time.Minute)
+	_, err := acquire(ctx, b, "job", a, time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, b.Release(ctx, "job", a))
-	_, err = b.AcquireOrEnqueue(ctx, "job", a, time.Minute, time.Minute) // caches queue.lua
+	require.NoError(t, release(ctx, b, "job", a))
+	_, err = enqueue(ctx, b, "job", a, time.Minute, time.Minute) // caches queue.lua
 	require.NoError(t, err)
-	require.NoError(t, b.Release(ctx, "job", a))
+	_, err = inspect(ctx, b, "job") // caches inspect.lua
+	require.NoError(t, err)
+	require.NoError(t, release(ctx, b, "job", a))
 	require.NoError(t, s.Put(ctx, "k", 1, []byte("v")))
 
 	count := func(what string, op func() error, want map[string]int64) {
@@ -181,36 +186,50 @@ func TestCommandsPerOperation(t *testing.T) {
 		require.Equal(t, want, got, "%s: commands run by the server", what)
 	}
 	var tok fence.Token
-	count("acquire (free)", func() (err error) { tok, err = b.Acquire(ctx, "job", a, time.Minute); return err },
+	count("acquire (free)", func() (err error) { tok, err = acquire(ctx, b, "job", a, time.Minute); return err },
 		map[string]int64{"hget": 1, "time": 1, "set": 1, "hset": 1, "pexpire": 1})
 	count("acquire (own lease)", func() error {
-		again, err := b.Acquire(ctx, "job", a, time.Minute)
+		again, err := acquire(ctx, b, "job", a, time.Minute)
 		if err == nil && again != tok {
 			err = errors.New("the owner's acquire changed the token")
 		}
 		return err
 	}, map[string]int64{"hget": 2, "hset": 1, "pexpire": 1})
 	count("acquire (held)", func() error {
-		if _, err := b.Acquire(ctx, "job", other, time.Minute); !errors.Is(err, lock.ErrHeld) {
+		if _, err := acquire(ctx, b, "job", other, time.Minute); !errors.Is(err, lock.ErrHeld) {
 			return errors.New("held lock acquired")
 		}
 		return nil
 	}, map[string]int64{"hget": 1, "pttl": 1})
+	count("inspect (nobody waits)", func() error {
+		info, err := inspect(ctx, b, "job")
+		if err == nil && (info.Owner != a || info.Waiting != 0) {
+			err = fmt.Errorf("inspect: %+v", info)
+		}
+		return err
+	}, map[string]int64{"zcard": 1, "hmget": 1, "pttl": 1})
 	// One DEL removes the lease and the flag "someone waits" (queue.go),
 	// and says whether it was there.
-	count("release", func() error { return b.Release(ctx, "job", a) }, map[string]int64{"hget": 1, "del": 1})
+	count("release", func() error { return release(ctx, b, "job", a) }, map[string]int64{"hget": 1, "del": 1})
 	// Queued acquire with nobody waiting: acquire's commands and one zcard.
 	count("acquire or enqueue (free, nobody waits)", func() error {
-		_, err := b.AcquireOrEnqueue(ctx, "job", a, time.Minute, time.Minute)
+		_, err := enqueue(ctx, b, "job", a, time.Minute, time.Minute)
 		return err
 	}, map[string]int64{"zcard": 1, "hget": 1, "time": 1, "set": 1, "hset": 1, "pexpire": 1})
 	// With a waiter in line, the release finds the flag and wakes it.
 	waiter := newOwner(t)
-	_, err = b.AcquireOrEnqueue(ctx, "job", waiter, time.Minute, time.Minute)
+	_, err = enqueue(ctx, b, "job", waiter, time.Minute, time.Minute)
 	require.ErrorIs(t, err, lock.ErrHeld)
-	count("release (a waiter in line)", func() error { return b.Release(ctx, "job", a) },
+	count("inspect (a waiter in line)", func() error {
+		info, err := inspect(ctx, b, "job")
+		if err == nil && (info.Owner != a || info.Waiting != 1) {
+			err = fmt.Errorf("inspect: %+v", info)
+		}
+		return err
+	}, map[string]int64{"zcard": 1, "time": 1, "zcount": 1, "hmget": 1, "pttl": 1})
+	count("release (a waiter in line)", func() error { return release(ctx, b, "job", a) },
 		map[string]int64{"hget": 1, "del": 1, "zrange": 1, "publish": 1})
-	require.NoError(t, b.LeaveQueue(ctx, "job", waiter))
+	require.NoError(t, leave(ctx, b, "job", waiter))
 	count("Store.Put", func() error { return s.Put(ctx, "k", 2, []byte("v")) }, map[string]int64{"hget": 1, "hset": 1})
 }
 
@@ -230,11 +249,11 @@ func TestClockTokenIsServerTime(t *testing.T) {
 		before, err := c.Time(ctx).Result()
 		require.NoError(t, err)
 		o := newOwner(t)
-		tok, err := b.Acquire(ctx, "clock", o, time.Minute)
+		tok, err := acquire(ctx, b, "clock", o, time.Minute)
 		require.NoError(t, err)
 		after, err := c.Time(ctx).Result()
 		require.NoError(t, err)
-		require.NoError(t, b.Release(ctx, "clock", o))
+		require.NoError(t, release(ctx, b, "clock", o))
 		require.GreaterOrEqual(t, int64(tok), before.UnixMicro(), "token below the server time before the acquire")
 		require.LessOrEqual(t, int64(tok), after.UnixMicro(), "token above the server time after the acquire")
 		if int64(tok)%1_000_000 < 100_000 {

@@ -23,7 +23,7 @@ func TestScriptFlushIsTransparent(t *testing.T) {
 	s := fenceredis.NewStore(c, nil)
 	o := newOwner(t)
 
-	tok, err := b.Acquire(ctx, "job", o, time.Minute)
+	tok, err := acquire(ctx, b, "job", o, time.Minute)
 	require.NoError(t, err)
 	require.NoError(t, s.Put(ctx, "k", tok, []byte("v1")))
 	_, _ = rt.take()
@@ -39,17 +39,17 @@ func TestScriptFlushIsTransparent(t *testing.T) {
 	}
 
 	flush()
-	require.NoError(t, b.Extend(ctx, "job", o, time.Minute))
+	require.NoError(t, extend(ctx, b, "job", o, time.Minute))
 	check("Extend")
 	flush()
-	info, err := b.Inspect(ctx, "job")
+	info, err := inspect(ctx, b, "job")
 	require.NoError(t, err)
 	require.True(t, info.Held)
 	require.Equal(t, o, info.Owner)
 	require.Equal(t, tok, info.Token)
 	check("Inspect")
 	flush()
-	again, err := b.Acquire(ctx, "job", o, time.Minute)
+	again, err := acquire(ctx, b, "job", o, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, tok, again)
 	check("Acquire (same owner)")
@@ -68,10 +68,10 @@ func TestScriptFlushIsTransparent(t *testing.T) {
 	require.Equal(t, tok, rec.Fence)
 	_, _ = rt.take()
 	flush()
-	require.NoError(t, b.Release(ctx, "job", o))
+	require.NoError(t, release(ctx, b, "job", o))
 	check("Release")
 	flush()
-	next, err := b.Acquire(ctx, "job", newOwner(t), time.Minute)
+	next, err := acquire(ctx, b, "job", newOwner(t), time.Minute)
 	require.NoError(t, err)
 	require.Greater(t, next, tok)
 	check("Acquire (free)")
@@ -99,12 +99,12 @@ func TestRestartWithoutPersistence(t *testing.T) {
 	var holder string
 	for i := 0; i < 5; i++ {
 		holder = newOwner(t)
-		tok, err := b.Acquire(ctx, "job", holder, time.Minute)
+		tok, err := acquire(ctx, b, "job", holder, time.Minute)
 		require.NoError(t, err)
 		require.NoError(t, s.Put(ctx, "report", tok, []byte("by holder "+tok.String())))
 		before = append(before, tok)
 		if i < 4 {
-			require.NoError(t, b.Release(ctx, "job", holder))
+			require.NoError(t, release(ctx, b, "job", holder))
 		}
 	}
 	old := before[len(before)-1]
@@ -118,7 +118,7 @@ func TestRestartWithoutPersistence(t *testing.T) {
 
 	// The lease was lost with the data: a new owner gets the lock at once.
 	newer := newOwner(t)
-	tok, err := b.Acquire(ctx, "job", newer, time.Minute)
+	tok, err := acquire(ctx, b, "job", newer, time.Minute)
 	require.NoError(t, err)
 	t.Logf("token after the restart: %d (%+d over the last one before)", tok, tok-old)
 	for _, earlier := range before {
@@ -137,8 +137,8 @@ func TestRestartWithoutPersistence(t *testing.T) {
 	require.Equal(t, "by the new holder", string(rec.Value))
 
 	// And its lock calls fail without touching the new holder.
-	require.Error(t, b.Release(ctx, "job", holder))
-	info, err := b.Inspect(ctx, "job")
+	require.Error(t, release(ctx, b, "job", holder))
+	info, err := inspect(ctx, b, "job")
 	require.NoError(t, err)
 	require.Equal(t, newer, info.Owner)
 	require.Equal(t, tok, info.Token)

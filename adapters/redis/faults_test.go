@@ -10,14 +10,14 @@ import (
 	"github.com/fencekit/fencekit/fence/fencetest"
 	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
 	"github.com/fencekit/fencekit/internal/testkit"
-	"github.com/fencekit/fencekit/lock"
-	"github.com/fencekit/fencekit/lock/locktest"
+	"github.com/fencekit/fencekit/lock/driver"
+	"github.com/fencekit/fencekit/lock/drivertest"
 )
 
-// faultKit runs both fault kits (and the lock kit's set and permit checks)
-// on the server at url with go-redis clients
-// whose options are the URL's, changed by harden when it is not nil. Every
-// check's keys live under a prefix of the test's own.
+// faultKit runs both fault kits (the Store's, and the driver's, whose
+// checks cover locks, resume, sets and permits) on the server at url with
+// go-redis clients whose options are the URL's, changed by harden when it
+// is not nil. Every check's keys live under a prefix of the test's own.
 func faultKit(t *testing.T, url string, harden func(*goredis.Options)) {
 	opts, err := goredis.ParseURL(url)
 	if err != nil {
@@ -40,21 +40,11 @@ func faultKit(t *testing.T, url string, harden func(*goredis.Options)) {
 		})
 	})
 	t.Run("Backend", func(t *testing.T) {
-		locktest.RunFaults(t, opts.Addr, func(t *testing.T, dial faultproxy.DialFunc) lock.Backend {
+		// Every Acquire, of a lock, a set or a permit, and a resume, is
+		// one script: no request goes before the grant (nil options).
+		drivertest.RunFaults(t, opts.Addr, func(t *testing.T, dial faultproxy.DialFunc) driver.Backend {
 			return fenceredis.NewBackend(client(t, dial), &fenceredis.BackendOptions{Prefix: prefix})
-		})
-	})
-	t.Run("Multi", func(t *testing.T) {
-		// AcquireMulti is one script: no request goes before it.
-		locktest.RunMultiFaults(t, opts.Addr, func(t *testing.T, dial faultproxy.DialFunc) lock.Backend {
-			return fenceredis.NewBackend(client(t, dial), &fenceredis.BackendOptions{Prefix: prefix})
-		}, 0)
-	})
-	t.Run("Permits", func(t *testing.T) {
-		// AcquirePermit is one script: no request goes before the grant.
-		locktest.RunPermitFaults(t, opts.Addr, func(t *testing.T, dial faultproxy.DialFunc) lock.Backend {
-			return fenceredis.NewBackend(client(t, dial), &fenceredis.BackendOptions{Prefix: prefix})
-		}, 0)
+		}, nil)
 	})
 }
 

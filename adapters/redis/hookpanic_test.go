@@ -95,7 +95,7 @@ func TestHookPanicReachesCaller(t *testing.T) {
 	t.Run("script", func(t *testing.T) {
 		c, _ := newClient(t)
 		b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, testkit.Redis(t))})
-		wantHookPanic(t, recoverFrom(func() { _, _ = b.Acquire(deadline(t), "a", newOwner(t), time.Minute) }))
+		wantHookPanic(t, recoverFrom(func() { _, _ = acquire(deadline(t), b, "a", newOwner(t), time.Minute) }))
 	})
 	t.Run("store read", func(t *testing.T) {
 		c, _ := newClient(t)
@@ -110,12 +110,12 @@ func TestHookPanicReachesCaller(t *testing.T) {
 	t.Run("replication wait", func(t *testing.T) {
 		c, _ := newClient(t)
 		b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, testkit.Redis(t)), WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond})
-		wantHookPanic(t, recoverFrom(func() { _, _ = b.Acquire(deadline(t), "a", newOwner(t), time.Minute) }))
+		wantHookPanic(t, recoverFrom(func() { _, _ = acquire(deadline(t), b, "a", newOwner(t), time.Minute) }))
 	})
 	t.Run("typed-nil client", func(t *testing.T) {
 		var c *goredis.Client // not nil as a Client interface: the adapter cannot refuse it before calling it
 		b := fenceredis.NewBackend(c, nil)
-		v := recoverFrom(func() { _, _ = b.Acquire(deadline(t), "a", newOwner(t), time.Minute) })
+		v := recoverFrom(func() { _, _ = acquire(deadline(t), b, "a", newOwner(t), time.Minute) })
 		pe, ok := v.(*lock.PanicError)
 		var re runtime.Error
 		if !ok || !errors.As(pe, &re) {

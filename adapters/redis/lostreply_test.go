@@ -51,14 +51,14 @@ func TestLostReplies(t *testing.T) {
 
 	// Cache the scripts first, so each call below is one EVALSHA.
 	o := newOwner(t)
-	_, err := b.Acquire(ctx, "warm", o, time.Minute)
+	_, err := acquire(ctx, b, "warm", o, time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, b.Release(ctx, "warm", o))
+	require.NoError(t, release(ctx, b, "warm", o))
 	require.NoError(t, s.Put(ctx, "warm", 1, nil))
 	require.NoError(t, s.Advance(ctx, "warm", 1))
 	require.NoError(t, s.Delete(ctx, "warm", 1))
 	held := newOwner(t)
-	_, err = b.Acquire(ctx, "held", held, time.Minute)
+	_, err = acquire(ctx, b, "held", held, time.Minute)
 	require.NoError(t, err)
 
 	for _, op := range []struct {
@@ -68,7 +68,7 @@ func TestLostReplies(t *testing.T) {
 		{"Put", func() error { return s.Put(ctx, "k", 5, []byte("v5")) }},
 		{"Advance", func() error { return s.Advance(ctx, "k", 6) }},
 		{"Delete", func() error { return s.Delete(ctx, "k", 7) }},
-		{"Release", func() error { return b.Release(ctx, "held", held) }},
+		{"Release", func() error { return release(ctx, b, "held", held) }},
 	} {
 		// A pooled connection, so that the dropped reply is the script's and
 		// not a new connection's handshake.
@@ -84,7 +84,7 @@ func TestLostReplies(t *testing.T) {
 		t.Logf("%s with its reply lost: %v (sent once)", op.name, err)
 	}
 	// Each call was applied, though its caller could not know.
-	info, err := fenceredis.NewBackend(direct, nil).Inspect(ctx, "held")
+	info, err := inspect(ctx, fenceredis.NewBackend(direct, nil), "held")
 	require.NoError(t, err)
 	require.False(t, info.Held, "the release ran")
 	rec, err := fenceredis.NewStore(direct, nil).Get(ctx, "k")
@@ -95,11 +95,11 @@ func TestLostReplies(t *testing.T) {
 	before := evalshaCalls(t, srv)
 	dropped := px.DropNextReply()
 	a := newOwner(t)
-	tok, err := b.Acquire(ctx, "job", a, time.Minute)
+	tok, err := acquire(ctx, b, "job", a, time.Minute)
 	<-dropped
 	require.NoError(t, err, "the resent acquire recovers the lease")
 	require.Equal(t, before+2, evalshaCalls(t, srv), "Acquire is sent again after a lost reply")
-	info, err = fenceredis.NewBackend(direct, nil).Inspect(ctx, "job")
+	info, err = inspect(ctx, fenceredis.NewBackend(direct, nil), "job")
 	require.NoError(t, err)
 	require.Equal(t, a, info.Owner)
 	require.Equal(t, tok, info.Token, "the resend returned the token the first send minted")

@@ -9,35 +9,26 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
-var _ lock.MultiBackend = (*Backend)(nil)
-
-// AcquireMulti takes every lock in names for owner for ttl in one script and
+// acquireSet takes every lock in names for owner for ttl in one script and
 // one round trip, or none of them: when another owner holds any, it changes
-// nothing and returns a *lock.HeldError for the first such name (in the
+// nothing and returns a *driver.HeldError for the first such name (in the
 // order given) with its remaining TTL. Each lock is taken, or extended with
-// its token when owner holds it, exactly as Acquire does it, holder metadata
-// included.
+// its token when owner holds it, exactly as acquireLock does it, holder
+// metadata md included.
 //
 // One script can touch keys of one hash slot only on a Redis Cluster, and of
-// one shard only on a Ring, so AcquireMulti answers lock.ErrNotAtomic
+// one shard only on a Ring, so acquireSet answers driver.ErrNotAtomic
 // (sending nothing, and lock.Client then takes the names in order) when:
 // the client is a cluster and the names do not all hash to one slot (each
 // name is its own hash tag, so different names share a slot only by chance);
 // the client is neither a *goredis.Client (a single node, or a Sentinel
 // failover client) nor a cluster; or BackendOptions.WaitReplicas is set.
-func (b *Backend) AcquireMulti(ctx context.Context, names []string, owner string, ttl time.Duration) ([]fence.Token, error) {
-	if err := lock.ValidateMulti(names, owner, ttl); err != nil {
-		return nil, err
-	}
-	md := lock.MetadataFromContext(ctx)
-	if err := lock.ValidateMetadata(md); err != nil {
-		return nil, err
-	}
+func (b *Backend) acquireSet(ctx context.Context, names []string, owner string, ttl time.Duration, md string) ([]fence.Token, error) {
 	if !b.oneStep(names) {
-		return nil, fmt.Errorf("fencekit/redis: acquire %q: %w", names, lock.ErrNotAtomic)
+		return nil, fmt.Errorf("fencekit/redis: acquire %q: %w", names, driver.ErrNotAtomic)
 	}
 	if err := b.ready(ctx); err != nil {
 		return nil, err
@@ -75,13 +66,13 @@ func (b *Backend) oneStep(names []string) bool {
 }
 
 // parseMultiAcquire turns multi_acquire.lua's reply into tokens, in the
-// order of names, or a *lock.HeldError.
+// order of names, or a *driver.HeldError.
 func parseMultiAcquire(names []string, reply []any) ([]fence.Token, error) {
 	if len(reply) == 2 {
 		i, ok1 := reply[0].(int64)
 		ms, ok2 := reply[1].(int64)
 		if ok1 && ok2 && i >= 1 && int(i) <= len(names) {
-			return nil, &lock.HeldError{Name: names[i-1], TTL: pttl(ms)}
+			return nil, &driver.HeldError{Name: names[i-1], TTL: pttl(ms)}
 		}
 	}
 	if len(reply) != len(names) {

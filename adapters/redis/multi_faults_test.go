@@ -4,17 +4,16 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
-	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
 	"github.com/fencekit/fencekit/internal/faultkit"
 	"github.com/fencekit/fencekit/internal/testkit"
-	"github.com/fencekit/fencekit/lock"
-	"github.com/fencekit/fencekit/lock/locktest"
+	"github.com/fencekit/fencekit/internal/testkit/require"
+	"github.com/fencekit/fencekit/lock/driver"
+	"github.com/fencekit/fencekit/lock/drivertest"
 )
 
 // remintingMulti is the set acquire of a client that starts every attempt
@@ -22,11 +21,11 @@ import (
 // a lost reply mints new tokens.
 type remintingMulti struct{ *fenceredis.Backend }
 
-func (r remintingMulti) AcquireMulti(ctx context.Context, names []string, owner string, ttl time.Duration) ([]fence.Token, error) {
-	for _, n := range names {
-		_ = r.Release(ctx, n, owner)
+func (r remintingMulti) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	for _, n := range req.Names {
+		_ = r.Release(ctx, driver.Claim{Name: n, Owner: req.Owner, Kind: driver.Exclusive})
 	}
-	return r.Backend.AcquireMulti(ctx, names, owner, ttl)
+	return r.Backend.Acquire(ctx, req)
 }
 
 // TestMultiFaultCheckCatchesARetryThatMints: the set's lost-reply check
@@ -38,20 +37,27 @@ func TestMultiFaultCheckCatchesARetryThatMints(t *testing.T) {
 		t.Fatal(err)
 	}
 	prefix := testkit.RedisPrefix(t, testkit.Redis(t))
-	newBackend := func(t *testing.T, dial faultproxy.DialFunc) lock.Backend {
+	newBackend := func(t *testing.T, dial faultproxy.DialFunc) driver.Backend {
 		o := *opts
 		o.Dialer = dial
 		c := goredis.NewClient(&o)
 		t.Cleanup(func() { _ = c.Close() })
 		return remintingMulti{fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: prefix})}
 	}
-	check := locktest.MultiFaultChecks()[0]
+	var check drivertest.FaultCheck
+	for _, c := range drivertest.FaultChecks() {
+		if c.Name == "SetLostReplyRetriedSameTokens" {
+			check = c
+		}
+	}
+	require.NotNil(t, check.Run, "the fault kit's set check")
 	var failed error
-	faultkit.RunEach(t, opts.Addr, locktest.FaultTimeout, []string{check.Name},
-		func(t *testing.T, p *faultproxy.Proxy, plain faultproxy.DialFunc) locktest.FaultEnv {
-			return locktest.FaultEnv{Backend: newBackend(t, p.Dial), Proxy: p, Other: newBackend(t, plain), NS: locktest.Namespace(), RequestsBeforeAcquire: 3}
+	faultkit.RunEach(t, opts.Addr, drivertest.FaultTimeout, []string{check.Name},
+		func(t *testing.T, p *faultproxy.Proxy, plain faultproxy.DialFunc) drivertest.FaultEnv {
+			return drivertest.FaultEnv{Backend: newBackend(t, p.Dial), Proxy: p, Other: newBackend(t, plain), NS: drivertest.Namespace(),
+				FaultOptions: drivertest.FaultOptions{RequestsBeforeSet: 3}}
 		},
-		func(ctx context.Context, _ int, env locktest.FaultEnv) error {
+		func(ctx context.Context, _ int, env drivertest.FaultEnv) error {
 			failed = check.Run(ctx, env)
 			return nil
 		})

@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -12,12 +13,24 @@ import (
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
-	"github.com/fencekit/fencekit/lock/locktest"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
+// inOrder is a driver that cannot take a set in one step (as on a Ring):
+// it answers driver.ErrNotAtomic, and the Client takes the names in order.
+type inOrder struct{ driver.Backend }
+
+func (o inOrder) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if req.Names != nil {
+		return driver.Grant{}, driver.ErrNotAtomic
+	}
+	return o.Backend.Acquire(ctx, req)
+}
+
 // TestAcquireMultiOneRoundTrip counts what a set of five names costs: one
-// round trip through AcquireMulti (taken, or refused because one is held),
-// five when the capability is hidden and the Client takes them in order.
+// round trip through the set's Acquire (taken, or refused because one is
+// held), five when the driver answers ErrNotAtomic and the Client takes them
+// in order.
 func TestAcquireMultiOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	srv := testkit.NewRedisServer(t)
@@ -28,7 +41,7 @@ func TestAcquireMultiOneRoundTrip(t *testing.T) {
 	o := newOwner(t)
 
 	// Warm up: connect, and cache the script (EVALSHA, NOSCRIPT, EVAL).
-	_, err := b.AcquireMulti(ctx, []string{"warm"}, o, time.Minute)
+	_, err := acquireSet(ctx, b, []string{"warm"}, o, time.Minute)
 	require.NoError(t, err)
 	rt.take()
 
@@ -36,23 +49,23 @@ func TestAcquireMultiOneRoundTrip(t *testing.T) {
 	set, err := client.TryAcquireMulti(ctx, names, time.Minute)
 	require.NoError(t, err)
 	n, sent := rt.take()
-	require.Equal(t, 1, n, "round trips of TryAcquireMulti over AcquireMulti: %v", sent)
+	require.Equal(t, 1, n, "round trips of TryAcquireMulti over one Acquire: %v", sent)
 	require.NoError(t, set.Release(ctx))
 	rt.take()
 
 	other := newOwner(t)
-	_, err = b.Acquire(ctx, "c", other, time.Minute)
+	_, err = acquire(ctx, b, "c", other, time.Minute)
 	require.NoError(t, err)
 	rt.take()
 	_, err = client.TryAcquireMulti(ctx, names, time.Minute)
 	require.ErrorIs(t, err, lock.ErrHeld)
 	n, sent = rt.take()
-	require.Equal(t, 1, n, "round trips of a refused TryAcquireMulti over AcquireMulti: %v", sent)
-	require.NoError(t, b.Release(ctx, "c", other))
+	require.Equal(t, 1, n, "round trips of a refused TryAcquireMulti over one Acquire: %v", sent)
+	require.NoError(t, release(ctx, b, "c", other))
 	rt.take()
 
-	inOrder := lock.New(locktest.WithoutMulti(b), nil)
-	set, err = inOrder.TryAcquireMulti(ctx, names, time.Minute)
+	ordered := lock.New(inOrder{b}, nil)
+	set, err = ordered.TryAcquireMulti(ctx, names, time.Minute)
 	require.NoError(t, err)
 	n, sent = rt.take()
 	require.Equal(t, len(names), n, "round trips of TryAcquireMulti in order: %v", sent)
@@ -66,7 +79,7 @@ func TestHashSlot(t *testing.T) {
 }
 
 // multiOnCluster runs on TestCluster's cluster: names that share a hash slot
-// are taken in one script; names in different slots get lock.ErrNotAtomic
+// are taken in one script; names in different slots get driver.ErrNotAtomic
 // with nothing taken, and the Client takes them in order instead.
 func multiOnCluster(t *testing.T, client *goredis.ClusterClient, node *goredis.Client) {
 	ctx := testCtx(t)
@@ -88,17 +101,17 @@ func multiOnCluster(t *testing.T, client *goredis.ClusterClient, node *goredis.C
 	require.Equal(t, s1, s2, "the server's slots of %q and %q", first, same)
 
 	o := newOwner(t)
-	tokens, err := b.AcquireMulti(ctx, []string{first, same}, o, time.Minute)
+	tokens, err := acquireSet(ctx, b, []string{first, same}, o, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, 2, len(tokens))
 	for _, n := range []string{first, same} {
-		require.NoError(t, b.Release(ctx, n, o))
+		require.NoError(t, release(ctx, b, n, o))
 	}
 
-	_, err = b.AcquireMulti(ctx, []string{first, diff}, o, time.Minute)
-	require.True(t, errors.Is(err, lock.ErrNotAtomic), "AcquireMulti across slots: %v; want ErrNotAtomic", err)
+	_, err = acquireSet(ctx, b, []string{first, diff}, o, time.Minute)
+	require.True(t, errors.Is(err, driver.ErrNotAtomic), "Acquire of a set across slots: %v; want ErrNotAtomic", err)
 	for _, n := range []string{first, diff} {
-		info, err := b.Inspect(ctx, n)
+		info, err := inspect(ctx, b, n)
 		require.NoError(t, err)
 		require.False(t, info.Held, "%q held after ErrNotAtomic", n)
 	}
@@ -108,7 +121,7 @@ func multiOnCluster(t *testing.T, client *goredis.ClusterClient, node *goredis.C
 }
 
 // TestAcquireMultiNotAtomicSendsNothing: on a Ring (whose shards a script
-// cannot span) and with WaitReplicas, AcquireMulti answers ErrNotAtomic
+// cannot span) and with WaitReplicas, Acquire of a set answers ErrNotAtomic
 // before sending anything (the addresses here accept no connection).
 func TestAcquireMultiNotAtomicSendsNothing(t *testing.T) {
 	ctx := testCtx(t)
@@ -120,7 +133,7 @@ func TestAcquireMultiNotAtomicSendsNothing(t *testing.T) {
 		"ring":         fenceredis.NewBackend(ring, nil),
 		"WaitReplicas": fenceredis.NewBackend(single, &fenceredis.BackendOptions{WaitReplicas: 1}),
 	} {
-		_, err := b.AcquireMulti(ctx, []string{"a", "b"}, newOwner(t), time.Minute)
-		require.True(t, errors.Is(err, lock.ErrNotAtomic), "%s: AcquireMulti = %v; want ErrNotAtomic", name, err)
+		_, err := acquireSet(ctx, b, []string{"a", "b"}, newOwner(t), time.Minute)
+		require.True(t, errors.Is(err, driver.ErrNotAtomic), "%s: Acquire of a set = %v; want ErrNotAtomic", name, err)
 	}
 }

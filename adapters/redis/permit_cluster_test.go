@@ -10,7 +10,7 @@ import (
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // permitsOnCluster (run by TestCluster): every permit key of a name is in
@@ -34,27 +34,27 @@ func permitsOnCluster(t *testing.T, client *goredis.ClusterClient, node *goredis
 	for i := range 30 {
 		name := fmt.Sprintf("rw-%d", i)
 		w, r := newOwner(t), newOwner(t)
-		wp, err := b.AcquirePermit(ctx, name, w, writer(time.Minute, 0))
+		wp, err := acquirePermit(ctx, b, name, w, writer(time.Minute, 0))
 		require.NoError(t, err, name)
-		_, err = b.AcquirePermit(ctx, name, r, reader(time.Minute, time.Minute))
+		_, err = acquirePermit(ctx, b, name, r, reader(time.Minute, time.Minute))
 		requireHeld(t, err, name)
-		require.NoError(t, b.ExtendPermit(ctx, name, w, time.Minute), name)
-		info, err := b.InspectPermits(ctx, name)
+		require.NoError(t, extendPermit(ctx, b, name, w, time.Minute), name)
+		info, err := inspectPermits(ctx, b, name)
 		require.NoError(t, err, name)
 		require.Len(t, info.Holders, 1, name)
 		require.Equal(t, 1, info.Waiting, name)
-		require.NoError(t, b.ReleasePermit(ctx, name, w), name)
+		require.NoError(t, releasePermit(ctx, b, name, w), name)
 		woken(t, b, name, r)
-		rp, err := b.AcquirePermit(ctx, name, r, reader(time.Minute, time.Minute))
+		rp, err := acquirePermit(ctx, b, name, r, reader(time.Minute, time.Minute))
 		require.NoError(t, err, name)
 		require.Equal(t, wp.Token, rp.PriorWriter, name)
-		require.NoError(t, b.LeavePermitLine(ctx, name, r), name)
-		require.NoError(t, b.ReleasePermit(ctx, name, r), name)
+		require.NoError(t, leavePermitLine(ctx, b, name, r), name)
+		require.NoError(t, releasePermit(ctx, b, name, r), name)
 		m, err := client.MasterForKey(ctx, b.PermitKeys(name)[0])
 		require.NoError(t, err)
 		masters[m.Options().Addr]++
 	}
 	require.Len(t, masters, 3, "names spread over every master")
-	_, err := b.AcquirePermit(ctx, "sem", newOwner(t), lock.PermitRequest{Kind: lock.SemaphorePermit, Limit: 2, TTL: time.Minute})
+	_, err := acquirePermit(ctx, b, "sem", newOwner(t), driver.Request{Kind: driver.Semaphore, Limit: 2, TTL: time.Minute})
 	require.NoError(t, err)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // TestPermitTokensExact: a permit's token is minted as a lock's is, max(last
@@ -25,12 +26,12 @@ func TestPermitTokensExact(t *testing.T) {
 	c := testkit.Redis(t)
 	ctx := testCtx(t)
 	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c)})
-	cycle := func(name string, req lock.PermitRequest) lock.Permit {
+	cycle := func(name string, req driver.Request) driver.Grant {
 		t.Helper()
 		o := newOwner(t)
-		p, err := b.AcquirePermit(ctx, name, o, req)
+		p, err := acquirePermit(ctx, b, name, o, req)
 		require.NoError(t, err, name)
-		require.NoError(t, b.ReleasePermit(ctx, name, o), name)
+		require.NoError(t, releasePermit(ctx, b, name, o), name)
 		return p
 	}
 
@@ -49,7 +50,7 @@ func TestPermitTokensExact(t *testing.T) {
 		require.Equal(t, w.Token, r.PriorWriter, "the last writer, exact")
 	}
 	require.Equal(t, strconv.FormatInt(math.MaxInt64, 10), c.HGet(ctx, counter, "last").Val())
-	_, err := b.AcquirePermit(ctx, "ahead", newOwner(t), writer(time.Minute, 0))
+	_, err := acquirePermit(ctx, b, "ahead", newOwner(t), writer(time.Minute, 0))
 	require.Error(t, err, "a permit past fence.MaxToken")
 	require.True(t, strings.Contains(err.Error(), "no token above"), "%v", err)
 	require.Zero(t, c.Exists(ctx, b.PermitKeys("ahead")[1:]...).Val(), "a refused permit wrote something")
@@ -57,7 +58,7 @@ func TestPermitTokensExact(t *testing.T) {
 
 	junk := b.PermitKeys("junk")[0]
 	require.NoError(t, c.HSet(ctx, junk, "last", "junk").Err())
-	_, err = b.AcquirePermit(ctx, "junk", newOwner(t), semaphore(1, time.Minute, 0))
+	_, err = acquirePermit(ctx, b, "junk", newOwner(t), semaphore(1, time.Minute, 0))
 	require.Error(t, err)
 	require.False(t, errors.Is(err, lock.ErrHeld))
 	require.Equal(t, "junk", c.HGet(ctx, junk, "last").Val())

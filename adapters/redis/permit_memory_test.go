@@ -32,14 +32,14 @@ func TestPermitMemoryUsage(t *testing.T) {
 		return total, per
 	}
 	w, r := newOwner(t), newOwner(t)
-	_, err := b.AcquirePermit(ctx, "m", w, writer(time.Minute, 0))
+	_, err := acquirePermit(ctx, b, "m", w, writer(time.Minute, 0))
 	require.NoError(t, err)
-	_, err = b.AcquirePermit(ctx, "m", r, reader(time.Minute, time.Minute))
+	_, err = acquirePermit(ctx, b, "m", r, reader(time.Minute, time.Minute))
 	requireHeld(t, err, "queued")
 	busy, per := usage()
 	t.Logf("a writer and a waiting reader: %d bytes %v", busy, per)
-	require.NoError(t, b.LeavePermitLine(ctx, "m", r))
-	require.NoError(t, b.ReleasePermit(ctx, "m", w))
+	require.NoError(t, leavePermitLine(ctx, b, "m", r))
+	require.NoError(t, releasePermit(ctx, b, "m", w))
 	idle, per := usage()
 	t.Logf("idle: %d bytes %v", idle, per)
 	require.Len(t, per, 1, "an idle name's keys: %v", per)

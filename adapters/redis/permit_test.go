@@ -14,20 +14,8 @@ import (
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
-
-// Requests the permit tests send.
-func semaphore(n int, ttl, place time.Duration) lock.PermitRequest {
-	return lock.PermitRequest{Kind: lock.SemaphorePermit, Limit: n, TTL: ttl, Place: place}
-}
-
-func reader(ttl, place time.Duration) lock.PermitRequest {
-	return lock.PermitRequest{Kind: lock.ReadPermit, TTL: ttl, Place: place}
-}
-
-func writer(ttl, place time.Duration) lock.PermitRequest {
-	return lock.PermitRequest{Kind: lock.WritePermit, TTL: ttl, Place: place}
-}
 
 // permitBackend is a Backend on the shared server under the test's own
 // prefix, and the client under it.
@@ -36,10 +24,10 @@ func permitBackend(t *testing.T) (*fenceredis.Backend, *goredis.Client) {
 	return fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c)}), c
 }
 
-// requireHeld checks that err is a refusal: ErrHeld, as a *lock.HeldError.
-func requireHeld(t *testing.T, err error, what string) *lock.HeldError {
+// requireHeld checks that err is a refusal: ErrHeld, as a *driver.HeldError.
+func requireHeld(t *testing.T, err error, what string) *driver.HeldError {
 	t.Helper()
-	var he *lock.HeldError
+	var he *driver.HeldError
 	require.True(t, errors.As(err, &he), "%s: %v", what, err)
 	require.ErrorIs(t, err, lock.ErrHeld, what)
 	return he
@@ -57,18 +45,18 @@ func TestPermitRoundTrips(t *testing.T) {
 	a, other, w := newOwner(t), newOwner(t), newOwner(t)
 
 	// Warm up: every script cached.
-	_, err := b.AcquirePermit(ctx, "warm", a, semaphore(1, time.Minute, 0))
+	_, err := acquirePermit(ctx, b, "warm", a, semaphore(1, time.Minute, 0))
 	require.NoError(t, err)
-	require.NoError(t, b.ExtendPermit(ctx, "warm", a, time.Minute))
-	require.NoError(t, b.LeavePermitLine(ctx, "warm", a))
-	_, err = b.InspectPermits(ctx, "warm")
+	require.NoError(t, extendPermit(ctx, b, "warm", a, time.Minute))
+	require.NoError(t, leavePermitLine(ctx, b, "warm", a))
+	_, err = inspectPermits(ctx, b, "warm")
 	require.NoError(t, err)
 	rt.take()
 
 	// The first refusal with a place while the Backend does not listen
 	// subscribes (on a connection of its own), then asks again: two
 	// scripts, once per Backend while it has waiters (and for 30 s after).
-	_, err = b.AcquirePermit(ctx, "warm", w, semaphore(1, time.Minute, time.Minute))
+	_, err = acquirePermit(ctx, b, "warm", w, semaphore(1, time.Minute, time.Minute))
 	requireHeld(t, err, "the first wait")
 	_, sent := rt.take()
 	require.Equal(t, "evalsha", sent[0], "first wait: %v", sent)
@@ -83,37 +71,37 @@ func TestPermitRoundTrips(t *testing.T) {
 	subs, err := shared.PubSubNumSub(ctx, b.WakeChannel()).Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(1), subs[b.WakeChannel()], "subscribed to the wake-up channel")
-	require.NoError(t, b.LeavePermitLine(ctx, "warm", w))
-	require.NoError(t, b.ReleasePermit(ctx, "warm", a))
+	require.NoError(t, leavePermitLine(ctx, b, "warm", w))
+	require.NoError(t, releasePermit(ctx, b, "warm", a))
 	rt.take()
 
 	ops := []struct {
 		name string
 		op   func() error
 	}{
-		{"AcquirePermit (granted)", func() error { _, err := b.AcquirePermit(ctx, "s", a, semaphore(1, time.Minute, 0)); return err }},
-		{"AcquirePermit (own permit)", func() error { _, err := b.AcquirePermit(ctx, "s", a, semaphore(1, time.Minute, 0)); return err }},
-		{"AcquirePermit (refused)", func() error {
-			_, err := b.AcquirePermit(ctx, "s", other, semaphore(1, time.Minute, 0))
+		{"Acquire permit (granted)", func() error { _, err := acquirePermit(ctx, b, "s", a, semaphore(1, time.Minute, 0)); return err }},
+		{"Acquire permit (own permit)", func() error { _, err := acquirePermit(ctx, b, "s", a, semaphore(1, time.Minute, 0)); return err }},
+		{"Acquire permit (refused)", func() error {
+			_, err := acquirePermit(ctx, b, "s", other, semaphore(1, time.Minute, 0))
 			requireHeld(t, err, "refused")
 			return nil
 		}},
-		{"AcquirePermit (queued)", func() error {
-			_, err := b.AcquirePermit(ctx, "s", w, semaphore(1, time.Minute, time.Minute))
+		{"Acquire permit (queued)", func() error {
+			_, err := acquirePermit(ctx, b, "s", w, semaphore(1, time.Minute, time.Minute))
 			requireHeld(t, err, "queued")
 			return nil
 		}},
-		{"AcquirePermit (shape mismatch)", func() error {
-			_, err := b.AcquirePermit(ctx, "s", other, reader(time.Minute, 0))
+		{"Acquire permit (shape mismatch)", func() error {
+			_, err := acquirePermit(ctx, b, "s", other, reader(time.Minute, 0))
 			require.ErrorIs(t, err, lock.ErrShapeMismatch)
 			return nil
 		}},
-		{"ExtendPermit", func() error { return b.ExtendPermit(ctx, "s", a, time.Minute) }},
-		{"InspectPermits", func() error { _, err := b.InspectPermits(ctx, "s"); return err }},
-		{"ReleasePermit (a waiter to wake)", func() error { return b.ReleasePermit(ctx, "s", a) }},
-		{"LeavePermitLine", func() error { return b.LeavePermitLine(ctx, "s", w) }},
-		{"ReleasePermit (not held)", func() error {
-			require.ErrorIs(t, b.ReleasePermit(ctx, "s", a), lock.ErrNotHeld)
+		{"Extend permit", func() error { return extendPermit(ctx, b, "s", a, time.Minute) }},
+		{"Inspect permits", func() error { _, err := inspectPermits(ctx, b, "s"); return err }},
+		{"Release permit (a waiter to wake)", func() error { return releasePermit(ctx, b, "s", a) }},
+		{"Leave line", func() error { return leavePermitLine(ctx, b, "s", w) }},
+		{"Release permit (not held)", func() error {
+			require.ErrorIs(t, releasePermit(ctx, b, "s", a), lock.ErrNotHeld)
 			return nil
 		}},
 	}
@@ -137,31 +125,32 @@ func TestPermitSemaphoreLimit(t *testing.T) {
 	var last fence.Token
 	for i := range owners {
 		owners[i] = newOwner(t)
-		p, err := b.AcquirePermit(ctx, "sem", owners[i], semaphore(n, time.Minute, 0))
+		p, err := acquirePermit(ctx, b, "sem", owners[i], semaphore(n, time.Minute, 0))
 		require.NoError(t, err, "permit %d", i+1)
 		require.Greater(t, p.Token, last, "permit %d's token", i+1)
 		require.Zero(t, p.PriorWriter, "a semaphore has no writers")
 		last = p.Token
 	}
 	extra := newOwner(t)
-	_, err := b.AcquirePermit(ctx, "sem", extra, semaphore(n, time.Minute, 0))
+	_, err := acquirePermit(ctx, b, "sem", extra, semaphore(n, time.Minute, 0))
 	he := requireHeld(t, err, "the N+1-th permit")
+	require.Equal(t, n, he.Permits, "the refusal says the semaphore's %d permits are taken", n)
 	require.Greater(t, he.TTL, 30*time.Second, "the time until the earliest permit expires")
 	require.LessOrEqual(t, he.TTL, time.Minute)
 
-	info, err := b.InspectPermits(ctx, "sem")
+	info, err := inspectPermits(ctx, b, "sem")
 	require.NoError(t, err)
-	require.Equal(t, lock.SemaphorePermit, info.Kind)
+	require.Equal(t, driver.Semaphore, info.Kind)
 	require.Equal(t, n, info.Limit)
 	require.Len(t, info.Holders, n, "the refusal added nothing: %+v", info)
 	require.Zero(t, info.Waiting, "a refusal without a place queues nothing")
 	for _, h := range info.Holders {
 		require.NotEqual(t, extra, h.Owner)
-		require.Equal(t, lock.SemaphorePermit, h.Kind)
+		require.Equal(t, driver.Semaphore, h.Kind)
 	}
 
-	require.NoError(t, b.ReleasePermit(ctx, "sem", owners[1]))
-	p, err := b.AcquirePermit(ctx, "sem", extra, semaphore(n, time.Minute, 0))
+	require.NoError(t, releasePermit(ctx, b, "sem", owners[1]))
+	p, err := acquirePermit(ctx, b, "sem", extra, semaphore(n, time.Minute, 0))
 	require.NoError(t, err, "a permit after a release")
 	require.Greater(t, p.Token, last)
 }
@@ -174,26 +163,26 @@ func TestPermitSameOwnerRetry(t *testing.T) {
 	b, _ := permitBackend(t)
 	ctx := testCtx(t)
 	w1, r := newOwner(t), newOwner(t)
-	first, err := b.AcquirePermit(ctx, "rw", w1, writer(time.Minute, 0))
+	first, err := acquirePermit(ctx, b, "rw", w1, writer(time.Minute, 0))
 	require.NoError(t, err)
-	require.NoError(t, b.ReleasePermit(ctx, "rw", w1))
-	p, err := b.AcquirePermit(ctx, "rw", r, reader(time.Second, 0))
+	require.NoError(t, releasePermit(ctx, b, "rw", w1))
+	p, err := acquirePermit(ctx, b, "rw", r, reader(time.Second, 0))
 	require.NoError(t, err)
 	require.Equal(t, first.Token, p.PriorWriter)
-	again, err := b.AcquirePermit(ctx, "rw", r, reader(time.Minute, 0))
+	again, err := acquirePermit(ctx, b, "rw", r, reader(time.Minute, 0))
 	require.NoError(t, err)
 	require.Equal(t, p, again, "a retried acquire")
-	info, err := b.InspectPermits(ctx, "rw")
+	info, err := inspectPermits(ctx, b, "rw")
 	require.NoError(t, err)
 	require.Len(t, info.Holders, 1)
 	require.Greater(t, info.Holders[0].TTL, 30*time.Second, "extended to the new TTL")
 
-	_, err = b.AcquirePermit(ctx, "rw", r, writer(time.Minute, 0))
+	_, err = acquirePermit(ctx, b, "rw", r, writer(time.Minute, 0))
 	require.ErrorIs(t, err, lock.ErrShapeMismatch, "a reader asking to write")
-	after, err := b.InspectPermits(ctx, "rw")
+	after, err := inspectPermits(ctx, b, "rw")
 	require.NoError(t, err)
 	require.Len(t, after.Holders, 1)
-	require.Equal(t, lock.ReadPermit, after.Holders[0].Kind)
+	require.Equal(t, driver.Read, after.Holders[0].Kind)
 	require.Equal(t, p.Token, after.Holders[0].Token)
 }
 
@@ -205,27 +194,27 @@ func TestPermitShapeMismatch(t *testing.T) {
 	b, c := permitBackend(t)
 	ctx := testCtx(t)
 	a := newOwner(t)
-	_, err := b.AcquirePermit(ctx, "x", a, semaphore(2, time.Minute, 0))
+	_, err := acquirePermit(ctx, b, "x", a, semaphore(2, time.Minute, 0))
 	require.NoError(t, err)
-	for what, req := range map[string]lock.PermitRequest{
+	for what, req := range map[string]driver.Request{
 		"semaphore of 3": semaphore(3, time.Minute, time.Minute),
 		"reader":         reader(time.Minute, time.Minute),
 		"writer":         writer(time.Minute, time.Minute),
 	} {
-		_, err := b.AcquirePermit(ctx, "x", newOwner(t), req)
+		_, err := acquirePermit(ctx, b, "x", newOwner(t), req)
 		require.ErrorIs(t, err, lock.ErrShapeMismatch, what)
 		require.Contains(t, err.Error(), "a semaphore of 2 permits", what)
 	}
-	info, err := b.InspectPermits(ctx, "x")
+	info, err := inspectPermits(ctx, b, "x")
 	require.NoError(t, err)
 	require.Len(t, info.Holders, 1)
 	require.Zero(t, info.Waiting, "a mismatch queues nothing")
 	require.Zero(t, c.Exists(ctx, b.PermitKeys("x")[3:]...).Val(), "line keys after mismatches")
 
-	require.NoError(t, b.ReleasePermit(ctx, "x", a))
-	_, err = b.AcquirePermit(ctx, "x", a, writer(time.Minute, 0))
+	require.NoError(t, releasePermit(ctx, b, "x", a))
+	_, err = acquirePermit(ctx, b, "x", a, writer(time.Minute, 0))
 	require.NoError(t, err, "an idle name takes a new shape")
-	_, err = b.AcquirePermit(ctx, "x", newOwner(t), semaphore(2, time.Minute, 0))
+	_, err = acquirePermit(ctx, b, "x", newOwner(t), semaphore(2, time.Minute, 0))
 	require.ErrorIs(t, err, lock.ErrShapeMismatch)
 	require.Contains(t, err.Error(), "a read-write lock")
 }
@@ -237,28 +226,28 @@ func TestPermitReaderRefusedWhileWriterHolds(t *testing.T) {
 	b, _ := permitBackend(t)
 	ctx := testCtx(t)
 	w, r1, r2 := newOwner(t), newOwner(t), newOwner(t)
-	wp, err := b.AcquirePermit(ctx, "rw", w, writer(time.Minute, 0))
+	wp, err := acquirePermit(ctx, b, "rw", w, writer(time.Minute, 0))
 	require.NoError(t, err)
 	require.Zero(t, wp.PriorWriter)
-	_, err = b.AcquirePermit(ctx, "rw", r1, reader(time.Minute, 0))
+	_, err = acquirePermit(ctx, b, "rw", r1, reader(time.Minute, 0))
 	requireHeld(t, err, "a reader while a writer holds")
-	_, err = b.AcquirePermit(ctx, "rw", r1, writer(time.Minute, 0))
+	_, err = acquirePermit(ctx, b, "rw", r1, writer(time.Minute, 0))
 	requireHeld(t, err, "a second writer")
-	require.NoError(t, b.ReleasePermit(ctx, "rw", w))
+	require.NoError(t, releasePermit(ctx, b, "rw", w))
 
-	p1, err := b.AcquirePermit(ctx, "rw", r1, reader(time.Minute, 0))
+	p1, err := acquirePermit(ctx, b, "rw", r1, reader(time.Minute, 0))
 	require.NoError(t, err)
-	p2, err := b.AcquirePermit(ctx, "rw", r2, reader(time.Minute, 0))
+	p2, err := acquirePermit(ctx, b, "rw", r2, reader(time.Minute, 0))
 	require.NoError(t, err, "readers share")
 	require.Equal(t, wp.Token, p1.PriorWriter)
 	require.Equal(t, wp.Token, p2.PriorWriter)
 	require.Greater(t, p2.Token, p1.Token)
-	_, err = b.AcquirePermit(ctx, "rw", w, writer(time.Minute, 0))
+	_, err = acquirePermit(ctx, b, "rw", w, writer(time.Minute, 0))
 	requireHeld(t, err, "a writer while readers hold")
 
-	info, err := b.InspectPermits(ctx, "rw")
+	info, err := inspectPermits(ctx, b, "rw")
 	require.NoError(t, err)
-	require.Equal(t, lock.WritePermit, info.Kind, "a read-write lock")
+	require.Equal(t, driver.Write, info.Kind, "a read-write lock")
 	require.Zero(t, info.Limit)
 	require.Len(t, info.Holders, 2)
 	require.Equal(t, wp.Token, info.LastWriter)
@@ -273,32 +262,32 @@ func TestPermitWriterNotStarved(t *testing.T) {
 	b, _ := permitBackend(t)
 	ctx := testCtx(t)
 	r1, w, r2, r3 := newOwner(t), newOwner(t), newOwner(t), newOwner(t)
-	_, err := b.AcquirePermit(ctx, "rw", r1, reader(time.Minute, 0))
+	_, err := acquirePermit(ctx, b, "rw", r1, reader(time.Minute, 0))
 	require.NoError(t, err)
-	_, err = b.AcquirePermit(ctx, "rw", w, writer(time.Minute, time.Minute))
+	_, err = acquirePermit(ctx, b, "rw", w, writer(time.Minute, time.Minute))
 	requireHeld(t, err, "the writer, queued behind a reader")
-	_, err = b.AcquirePermit(ctx, "rw", r2, reader(time.Minute, 0))
+	_, err = acquirePermit(ctx, b, "rw", r2, reader(time.Minute, 0))
 	requireHeld(t, err, "a reader without a place, behind a waiting writer")
-	_, err = b.AcquirePermit(ctx, "rw", r3, reader(time.Minute, time.Minute))
+	_, err = acquirePermit(ctx, b, "rw", r3, reader(time.Minute, time.Minute))
 	requireHeld(t, err, "a reader with a place, behind a waiting writer")
-	_, err = b.AcquirePermit(ctx, "rw", r3, reader(time.Minute, time.Minute))
+	_, err = acquirePermit(ctx, b, "rw", r3, reader(time.Minute, time.Minute))
 	requireHeld(t, err, "the reader renewing its place")
-	info, err := b.InspectPermits(ctx, "rw")
+	info, err := inspectPermits(ctx, b, "rw")
 	require.NoError(t, err)
 	require.Equal(t, 2, info.Waiting, "the writer and r3, each once")
 
-	require.NoError(t, b.ReleasePermit(ctx, "rw", r1))
+	require.NoError(t, releasePermit(ctx, b, "rw", r1))
 	woken(t, b, "rw", w)
-	wp, err := b.AcquirePermit(ctx, "rw", w, writer(time.Minute, time.Minute))
+	wp, err := acquirePermit(ctx, b, "rw", w, writer(time.Minute, time.Minute))
 	require.NoError(t, err, "the writer, first in line, after the last reader left")
-	_, err = b.AcquirePermit(ctx, "rw", r3, reader(time.Minute, time.Minute))
+	_, err = acquirePermit(ctx, b, "rw", r3, reader(time.Minute, time.Minute))
 	requireHeld(t, err, "r3 while the writer holds")
-	require.NoError(t, b.ReleasePermit(ctx, "rw", w))
+	require.NoError(t, releasePermit(ctx, b, "rw", w))
 	woken(t, b, "rw", r3)
-	p, err := b.AcquirePermit(ctx, "rw", r3, reader(time.Minute, time.Minute))
+	p, err := acquirePermit(ctx, b, "rw", r3, reader(time.Minute, time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, wp.Token, p.PriorWriter)
-	info, err = b.InspectPermits(ctx, "rw")
+	info, err = inspectPermits(ctx, b, "rw")
 	require.NoError(t, err)
 	require.Zero(t, info.Waiting)
 }
@@ -310,13 +299,13 @@ func woken(t *testing.T, b *fenceredis.Backend, name, owner string) {
 	ctx, cancel := context.WithTimeout(testCtx(t), 5*time.Second)
 	defer cancel()
 	start := time.Now()
-	require.NoError(t, b.AwaitPermit(ctx, name, owner, 10*time.Second), "%s not woken", owner)
+	require.NoError(t, awaitPermit(ctx, b, name, owner, 10*time.Second), "%s not woken", owner)
 	require.Less(t, time.Since(start), 5*time.Second)
 }
 
 // TestPermitWakeAcrossBackends: a waiter in one process (Backend, client,
 // channel) is woken by a release in another, and a wake-up sent before it
-// calls AwaitPermit is kept for it.
+// calls Await is kept for it.
 func TestPermitWakeAcrossBackends(t *testing.T) {
 	t.Parallel()
 	shared := testkit.Redis(t)
@@ -329,16 +318,16 @@ func TestPermitWakeAcrossBackends(t *testing.T) {
 	}
 	hb, wb := newBackend(), newBackend()
 	holder, waiter := newOwner(t), newOwner(t)
-	_, err := hb.AcquirePermit(ctx, "s", holder, semaphore(1, time.Minute, 0))
+	_, err := acquirePermit(ctx, hb, "s", holder, semaphore(1, time.Minute, 0))
 	require.NoError(t, err)
-	_, err = wb.AcquirePermit(ctx, "s", waiter, semaphore(1, time.Minute, time.Minute))
+	_, err = acquirePermit(ctx, wb, "s", waiter, semaphore(1, time.Minute, time.Minute))
 	requireHeld(t, err, "queued")
-	// Released the moment AcquirePermit returned, before AwaitPermit: the
+	// Released the moment Acquire returned, before Await: the
 	// first wait of a Backend subscribed before its answer, so the wake-up
 	// is in the waiter's mailbox.
-	require.NoError(t, hb.ReleasePermit(ctx, "s", holder))
+	require.NoError(t, releasePermit(ctx, hb, "s", holder))
 	woken(t, wb, "s", waiter)
-	_, err = wb.AcquirePermit(ctx, "s", waiter, semaphore(1, time.Minute, time.Minute))
+	_, err = acquirePermit(ctx, wb, "s", waiter, semaphore(1, time.Minute, time.Minute))
 	require.NoError(t, err)
 }
 
@@ -358,9 +347,9 @@ func TestPermitExpiryByServerTime(t *testing.T) {
 		return now.UnixMilli()
 	}
 	before := serverMs()
-	_, err := b.AcquirePermit(ctx, "s", a, semaphore(1, 200*time.Millisecond, 0))
+	_, err := acquirePermit(ctx, b, "s", a, semaphore(1, 200*time.Millisecond, 0))
 	require.NoError(t, err)
-	_, err = b.AcquirePermit(ctx, "s", q, semaphore(1, time.Minute, 150*time.Millisecond))
+	_, err = acquirePermit(ctx, b, "s", q, semaphore(1, time.Minute, 150*time.Millisecond))
 	requireHeld(t, err, "queued")
 	after := serverMs()
 	exp, err := c.ZScore(ctx, keys[2], a).Result()
@@ -373,16 +362,16 @@ func TestPermitExpiryByServerTime(t *testing.T) {
 	eventually(t, 5*time.Second, "every key but the counter expiring", func() bool {
 		return c.Exists(ctx, keys[1:]...).Val() == 0
 	})
-	require.ErrorIs(t, b.ExtendPermit(ctx, "s", a, time.Minute), lock.ErrNotHeld, "extend after expiry")
-	require.ErrorIs(t, b.ReleasePermit(ctx, "s", a), lock.ErrNotHeld, "release after expiry")
-	require.Zero(t, c.Exists(ctx, keys[1:]...).Val(), "ExtendPermit re-created something")
+	require.ErrorIs(t, extendPermit(ctx, b, "s", a, time.Minute), lock.ErrNotHeld, "extend after expiry")
+	require.ErrorIs(t, releasePermit(ctx, b, "s", a), lock.ErrNotHeld, "release after expiry")
+	require.Zero(t, c.Exists(ctx, keys[1:]...).Val(), "Extend permit re-created something")
 	require.Equal(t, time.Duration(-1), c.PTTL(ctx, keys[0]).Val(), "the counter has no expiry")
-	info, err := b.InspectPermits(ctx, "s")
+	info, err := inspectPermits(ctx, b, "s")
 	require.NoError(t, err)
 	require.Zero(t, info.Kind, "an idle name has no shape")
 	require.Empty(t, info.Holders)
 
-	_, err = b.AcquirePermit(ctx, "s", newOwner(t), reader(time.Minute, 0))
+	_, err = acquirePermit(ctx, b, "s", newOwner(t), reader(time.Minute, 0))
 	require.NoError(t, err, "an idle name after expiry takes any shape")
 }
 
@@ -394,14 +383,14 @@ func TestPermitIdleKeepsOnlyCounter(t *testing.T) {
 	b, c := permitBackend(t)
 	ctx := testCtx(t)
 	w, r := newOwner(t), newOwner(t)
-	wp, err := b.AcquirePermit(ctx, "x", w, writer(time.Minute, 0))
+	wp, err := acquirePermit(ctx, b, "x", w, writer(time.Minute, 0))
 	require.NoError(t, err)
-	_, err = b.AcquirePermit(ctx, "x", r, reader(time.Minute, time.Minute))
+	_, err = acquirePermit(ctx, b, "x", r, reader(time.Minute, time.Minute))
 	requireHeld(t, err, "queued")
-	require.NoError(t, b.ReleasePermit(ctx, "x", w))
-	rp, err := b.AcquirePermit(ctx, "x", r, reader(time.Minute, time.Minute))
+	require.NoError(t, releasePermit(ctx, b, "x", w))
+	rp, err := acquirePermit(ctx, b, "x", r, reader(time.Minute, time.Minute))
 	require.NoError(t, err)
-	require.NoError(t, b.ReleasePermit(ctx, "x", r))
+	require.NoError(t, releasePermit(ctx, b, "x", r))
 	keys := b.PermitKeys("x")
 	require.Zero(t, c.Exists(ctx, keys[1:]...).Val(), "permit keys left behind")
 	counter, err := c.HGetAll(ctx, keys[0]).Result()
@@ -418,16 +407,16 @@ func TestPermitApartFromLocks(t *testing.T) {
 	b, _ := permitBackend(t)
 	ctx := testCtx(t)
 	a := newOwner(t)
-	_, err := b.Acquire(ctx, "x", a, time.Minute)
+	_, err := acquire(ctx, b, "x", a, time.Minute)
 	require.NoError(t, err)
-	_, err = b.AcquirePermit(ctx, "x", newOwner(t), writer(time.Minute, 0))
+	_, err = acquirePermit(ctx, b, "x", newOwner(t), writer(time.Minute, 0))
 	require.NoError(t, err, "a write permit on a locked name")
-	_, err = b.Acquire(ctx, "y", newOwner(t), time.Minute)
+	_, err = acquire(ctx, b, "y", newOwner(t), time.Minute)
 	require.NoError(t, err)
-	info, err := b.Inspect(ctx, "x")
+	info, err := inspect(ctx, b, "x")
 	require.NoError(t, err)
 	require.Equal(t, a, info.Owner)
-	require.ErrorIs(t, b.ReleasePermit(ctx, "x", a), lock.ErrNotHeld, "the lock's owner holds no permit")
+	require.ErrorIs(t, releasePermit(ctx, b, "x", a), lock.ErrNotHeld, "the lock's owner holds no permit")
 
 	name := "a}{b%"
 	want := "{" + strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(name) + "}"
@@ -449,26 +438,24 @@ func TestPermitInvalidInputSendsNothing(t *testing.T) {
 	ctx := testCtx(t)
 	b := fenceredis.NewBackend(c, nil)
 	o := newOwner(t)
-	acquire := func(name, owner string, req lock.PermitRequest) func() error {
-		return func() error { _, err := b.AcquirePermit(ctx, name, owner, req); return err }
+	client := lock.New(b, nil)
+	tryPermit := func(name string, n int, ttl time.Duration) func() error {
+		return func() error { _, err := client.Semaphore(name, n).TryAcquire(ctx, ttl); return err }
 	}
+	// The input a Client can send; it makes its own owners and kinds, and
+	// its leases carry what it checked when it acquired.
 	invalid := map[string]func() error{
-		"empty name":          acquire("", o, semaphore(1, time.Second, 0)),
-		"empty owner":         acquire("n", "", semaphore(1, time.Second, 0)),
-		"NUL in owner":        acquire("n", "o\x00", semaphore(1, time.Second, 0)),
-		"ttl 999µs":           acquire("n", o, semaphore(1, 999*time.Microsecond, 0)),
-		"limit 0":             acquire("n", o, semaphore(0, time.Second, 0)),
-		"limit above max":     acquire("n", o, semaphore(lock.MaxPermits+1, time.Second, 0)),
-		"reader with a limit": acquire("n", o, lock.PermitRequest{Kind: lock.ReadPermit, Limit: 2, TTL: time.Second}),
-		"kind 0":              acquire("n", o, lock.PermitRequest{TTL: time.Second}),
-		"place 1ms":           acquire("n", o, writer(time.Second, time.Millisecond)),
-		"Extend ttl 0":        func() error { return b.ExtendPermit(ctx, "n", o, 0) },
-		"Extend empty name":   func() error { return b.ExtendPermit(ctx, "", o, time.Second) },
-		"Release empty owner": func() error { return b.ReleasePermit(ctx, "n", "") },
-		"Leave empty name":    func() error { return b.LeavePermitLine(ctx, "", o) },
-		"Await empty owner":   func() error { return b.AwaitPermit(ctx, "n", "", time.Second) },
-		"Inspect empty name":  func() error { _, err := b.InspectPermits(ctx, ""); return err },
-		"Inspect bad UTF-8":   func() error { _, err := b.InspectPermits(ctx, "\xff"); return err },
+		"empty name":      tryPermit("", 1, time.Second),
+		"ttl 999µs":       tryPermit("n", 1, 999*time.Microsecond),
+		"limit 0":         tryPermit("n", 0, time.Second),
+		"limit above max": tryPermit("n", driver.MaxPermits+1, time.Second),
+		"place 1ms": func() error {
+			queued := lock.New(b, &lock.Options{Queue: lock.QueueOptions{PlaceTTL: time.Millisecond}})
+			_, err := queued.RWLock("n").AcquireWrite(ctx, time.Second)
+			return err
+		},
+		"Inspect empty name": func() error { _, err := client.Semaphore("", 1).Inspect(ctx); return err },
+		"Inspect bad UTF-8":  func() error { _, err := client.RWLock("\xff").Inspect(ctx); return err },
 	}
 	for name, op := range invalid {
 		require.ErrorIs(t, op(), fence.ErrInvalid, name)
@@ -478,16 +465,22 @@ func TestPermitInvalidInputSendsNothing(t *testing.T) {
 	keys, err := srv.Client(t).Keys(ctx, "*").Result()
 	require.NoError(t, err)
 	require.Empty(t, keys, "written by refused calls")
+	permit, err := client.Semaphore("n", 1).TryAcquire(ctx, time.Minute)
+	require.NoError(t, err)
+	rt.take()
+	require.ErrorIs(t, permit.Extend(ctx, 0), fence.ErrInvalid, "Extend ttl 0")
+	n, sent := rt.take()
+	require.Zero(t, n, "Extend ttl 0 sent %v", sent)
 
 	done, cancel := context.WithCancel(ctx)
 	cancel()
 	ended := map[string]func() error{
-		"AcquirePermit":   func() error { _, err := b.AcquirePermit(done, "n", o, writer(time.Second, 0)); return err },
-		"ExtendPermit":    func() error { return b.ExtendPermit(done, "n", o, time.Second) },
-		"ReleasePermit":   func() error { return b.ReleasePermit(done, "n", o) },
-		"LeavePermitLine": func() error { return b.LeavePermitLine(done, "n", o) },
-		"InspectPermits":  func() error { _, err := b.InspectPermits(done, "n"); return err },
-		"AwaitPermit":     func() error { return b.AwaitPermit(done, "n", o, time.Minute) },
+		"Acquire permit":  func() error { _, err := acquirePermit(done, b, "n", o, writer(time.Second, 0)); return err },
+		"Extend permit":   func() error { return extendPermit(done, b, "n", o, time.Second) },
+		"Release permit":  func() error { return releasePermit(done, b, "n", o) },
+		"Leave line":      func() error { return leavePermitLine(done, b, "n", o) },
+		"Inspect permits": func() error { _, err := inspectPermits(done, b, "n"); return err },
+		"Await permit":    func() error { return awaitPermit(done, b, "n", o, time.Minute) },
 	}
 	for name, op := range ended {
 		require.ErrorIs(t, op(), context.Canceled, name)
@@ -498,7 +491,7 @@ func TestPermitInvalidInputSendsNothing(t *testing.T) {
 
 // TestPermitContextHonoured: a call to a server that does not answer (its
 // process stopped) returns by the context's deadline, with the context's
-// error, and a waiter's AwaitPermit returns when its context ends.
+// error, and a waiter's Await returns when its context ends.
 func TestPermitContextHonoured(t *testing.T) {
 	t.Parallel()
 	srv := testkit.NewRedisServer(t)
@@ -507,29 +500,29 @@ func TestPermitContextHonoured(t *testing.T) {
 	ctx := testCtx(t)
 	b := fenceredis.NewBackend(c, nil)
 	o := newOwner(t)
-	_, err := b.AcquirePermit(ctx, "s", o, semaphore(1, time.Minute, 0))
+	_, err := acquirePermit(ctx, b, "s", o, semaphore(1, time.Minute, 0))
 	require.NoError(t, err)
-	_, err = b.AcquirePermit(ctx, "s", newOwner(t), semaphore(1, time.Minute, time.Minute))
+	_, err = acquirePermit(ctx, b, "s", newOwner(t), semaphore(1, time.Minute, time.Minute))
 	requireHeld(t, err, "queued")
 
 	waiter := newOwner(t)
-	_, err = b.AcquirePermit(ctx, "s", waiter, semaphore(1, time.Minute, time.Minute))
+	_, err = acquirePermit(ctx, b, "s", waiter, semaphore(1, time.Minute, time.Minute))
 	requireHeld(t, err, "queued")
 	wctx, wcancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer wcancel()
-	require.ErrorIs(t, b.AwaitPermit(wctx, "s", waiter, time.Minute), context.DeadlineExceeded, "AwaitPermit past its context")
+	require.ErrorIs(t, awaitPermit(wctx, b, "s", waiter, time.Minute), context.DeadlineExceeded, "Await past its context")
 
 	srv.Pause()
 	t.Cleanup(srv.Resume)
 	calls := map[string]func(context.Context) error{
-		"AcquirePermit": func(ctx context.Context) error {
-			_, err := b.AcquirePermit(ctx, "s", o, semaphore(1, time.Minute, 0))
+		"Acquire permit": func(ctx context.Context) error {
+			_, err := acquirePermit(ctx, b, "s", o, semaphore(1, time.Minute, 0))
 			return err
 		},
-		"ExtendPermit":    func(ctx context.Context) error { return b.ExtendPermit(ctx, "s", o, time.Minute) },
-		"ReleasePermit":   func(ctx context.Context) error { return b.ReleasePermit(ctx, "s", o) },
-		"LeavePermitLine": func(ctx context.Context) error { return b.LeavePermitLine(ctx, "s", waiter) },
-		"InspectPermits":  func(ctx context.Context) error { _, err := b.InspectPermits(ctx, "s"); return err },
+		"Extend permit":   func(ctx context.Context) error { return extendPermit(ctx, b, "s", o, time.Minute) },
+		"Release permit":  func(ctx context.Context) error { return releasePermit(ctx, b, "s", o) },
+		"Leave line":      func(ctx context.Context) error { return leavePermitLine(ctx, b, "s", waiter) },
+		"Inspect permits": func(ctx context.Context) error { _, err := inspectPermits(ctx, b, "s"); return err },
 	}
 	for name, call := range calls {
 		cctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
@@ -537,7 +530,7 @@ func TestPermitContextHonoured(t *testing.T) {
 		err := call(cctx)
 		cancel()
 		require.ErrorIs(t, err, context.DeadlineExceeded, name)
-		require.True(t, lock.Retryable(err), "%s: a deadline is transient: %v", name, err)
+		require.True(t, driver.Retryable(err), "%s: a deadline is transient: %v", name, err)
 		require.Less(t, time.Since(start), 3*time.Second, "%s returned late", name)
 	}
 }
@@ -553,20 +546,20 @@ func TestPermitDefaultOptions(t *testing.T) {
 	ctx := testCtx(t)
 	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, shared)})
 	a, w := newOwner(t), newOwner(t)
-	_, err := b.AcquirePermit(ctx, "s", a, semaphore(1, time.Minute, 0))
+	_, err := acquirePermit(ctx, b, "s", a, semaphore(1, time.Minute, 0))
 	require.NoError(t, err)
-	_, err = b.AcquirePermit(ctx, "s", w, semaphore(1, time.Minute, time.Minute))
+	_, err = acquirePermit(ctx, b, "s", w, semaphore(1, time.Minute, time.Minute))
 	requireHeld(t, err, "queued")
-	require.NoError(t, b.ExtendPermit(ctx, "s", a, time.Minute))
-	require.NoError(t, b.ReleasePermit(ctx, "s", a))
+	require.NoError(t, extendPermit(ctx, b, "s", a, time.Minute))
+	require.NoError(t, releasePermit(ctx, b, "s", a))
 	woken(t, b, "s", w)
-	_, err = b.AcquirePermit(ctx, "s", w, semaphore(1, time.Minute, time.Minute))
+	_, err = acquirePermit(ctx, b, "s", w, semaphore(1, time.Minute, time.Minute))
 	require.NoError(t, err)
-	info, err := b.InspectPermits(ctx, "s")
+	info, err := inspectPermits(ctx, b, "s")
 	require.NoError(t, err)
 	require.Len(t, info.Holders, 1)
 	require.Equal(t, w, info.Holders[0].Owner)
-	require.NoError(t, b.ReleasePermit(ctx, "s", w))
+	require.NoError(t, releasePermit(ctx, b, "s", w))
 }
 
 // TestPermitReleaseWakesThoseLetIn: a writer's release wakes every reader
@@ -585,12 +578,12 @@ func TestPermitReleaseWakesThoseLetIn(t *testing.T) {
 	}
 	hb := newBackend()
 	w1, w2 := newOwner(t), newOwner(t)
-	_, err := hb.AcquirePermit(ctx, "rw", w1, writer(time.Minute, 0))
+	_, err := acquirePermit(ctx, hb, "rw", w1, writer(time.Minute, 0))
 	require.NoError(t, err)
 	type waiter struct {
 		b     *fenceredis.Backend
 		owner string
-		req   lock.PermitRequest
+		req   driver.Request
 	}
 	line := []waiter{
 		{newBackend(), newOwner(t), reader(time.Minute, time.Minute)},
@@ -598,40 +591,40 @@ func TestPermitReleaseWakesThoseLetIn(t *testing.T) {
 		{newBackend(), w2, writer(time.Minute, time.Minute)},
 	}
 	for _, w := range line {
-		_, err := w.b.AcquirePermit(ctx, "rw", w.owner, w.req)
+		_, err := acquirePermit(ctx, w.b, "rw", w.owner, w.req)
 		requireHeld(t, err, "queued")
 	}
-	require.NoError(t, hb.ReleasePermit(ctx, "rw", w1))
+	require.NoError(t, releasePermit(ctx, hb, "rw", w1))
 	for _, r := range line[:2] {
 		woken(t, r.b, "rw", r.owner)
-		_, err := r.b.AcquirePermit(ctx, "rw", r.owner, r.req)
+		_, err := acquirePermit(ctx, r.b, "rw", r.owner, r.req)
 		require.NoError(t, err, "a reader let in by the writer's release")
 	}
-	require.NoError(t, line[0].b.ReleasePermit(ctx, "rw", line[0].owner))
-	require.NoError(t, line[1].b.ReleasePermit(ctx, "rw", line[1].owner))
+	require.NoError(t, releasePermit(ctx, line[0].b, "rw", line[0].owner))
+	require.NoError(t, releasePermit(ctx, line[1].b, "rw", line[1].owner))
 	woken(t, line[2].b, "rw", w2)
-	_, err = line[2].b.AcquirePermit(ctx, "rw", w2, line[2].req)
+	_, err = acquirePermit(ctx, line[2].b, "rw", w2, line[2].req)
 	require.NoError(t, err, "the writer after the readers")
 
 	// A semaphore of 3, full, with two waiters: two releases free two
 	// permits, and the waiters each get one.
 	holders := []string{newOwner(t), newOwner(t), newOwner(t)}
 	for _, h := range holders {
-		_, err := hb.AcquirePermit(ctx, "sem", h, semaphore(3, time.Minute, 0))
+		_, err := acquirePermit(ctx, hb, "sem", h, semaphore(3, time.Minute, 0))
 		require.NoError(t, err)
 	}
 	sem := []waiter{{newBackend(), newOwner(t), semaphore(3, time.Minute, time.Minute)}, {newBackend(), newOwner(t), semaphore(3, time.Minute, time.Minute)}}
 	for _, w := range sem {
-		_, err := w.b.AcquirePermit(ctx, "sem", w.owner, w.req)
+		_, err := acquirePermit(ctx, w.b, "sem", w.owner, w.req)
 		requireHeld(t, err, "queued")
 	}
 	// The second release finds one permit free already (the first waiter
 	// has not taken its own yet): it wakes both.
-	require.NoError(t, hb.ReleasePermit(ctx, "sem", holders[0]))
-	require.NoError(t, hb.ReleasePermit(ctx, "sem", holders[1]))
+	require.NoError(t, releasePermit(ctx, hb, "sem", holders[0]))
+	require.NoError(t, releasePermit(ctx, hb, "sem", holders[1]))
 	for _, w := range sem {
 		woken(t, w.b, "sem", w.owner)
-		_, err := w.b.AcquirePermit(ctx, "sem", w.owner, w.req)
+		_, err := acquirePermit(ctx, w.b, "sem", w.owner, w.req)
 		require.NoError(t, err)
 	}
 }

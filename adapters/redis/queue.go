@@ -8,10 +8,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
 )
-
-var _ lock.QueueBackend = (*Backend)(nil)
 
 // The queue's scripts. queue.lua runs after acquire.lua, wrapped as a
 // function, so that a queued acquire mints its token with the very code of
@@ -57,29 +54,21 @@ func (b *Backend) QueuedKey(name string) string {
 // so a wake-up reaches the one process it is for, however many wait.
 func (b *Backend) WakeChannel() string { return b.waker.channel }
 
-// AcquireOrEnqueue takes name for owner when the lock is free and nobody is
-// ahead of owner in its queue, minting the token exactly as Acquire does
-// (the same script code, in the same script run), or extends owner's own
-// lease; otherwise it keeps owner's place in the queue (adding it at the
-// tail when it has none) for placeTTL on the server's clock and returns a
-// *lock.HeldError with the holder's remaining TTL when owner is first in
+// acquireInLine takes name for owner when the lock is free and nobody is
+// ahead of owner in its queue, minting the token exactly as acquireLock
+// does (the same script code, in the same script run), or extends owner's
+// own lease; otherwise it keeps owner's place in the queue (adding it at the
+// tail when it has none) for place on the server's clock and returns a
+// *driver.HeldError with the holder's remaining TTL when owner is first in
 // line, 0 otherwise. It is one script and one round trip; with nobody
-// waiting, the script costs one command more than Acquire's (a ZCARD of the
-// missing queue). With
-// BackendOptions.WaitReplicas it waits for the replicas as Acquire does.
+// waiting, the script costs one command more than acquireLock's (a ZCARD of
+// the missing queue). With BackendOptions.WaitReplicas it waits for the
+// replicas as acquireLock does.
 //
-// Waiting is done by AwaitTurn; a Client calls both (lock.Client.Acquire).
-// The Backend keeps a local mailbox for owner's wake-ups from the first
-// call until owner acquires or calls LeaveQueue, as the Client does when it
-// gives up.
-func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, placeTTL time.Duration) (fence.Token, error) {
-	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
-	if err != nil {
-		return 0, err
-	}
-	if err := lock.ValidatePlace(name, owner, ttl, placeTTL); err != nil {
-		return 0, err
-	}
+// Waiting is done by Await; a lock.Client calls both. The Backend keeps a
+// local mailbox for owner's wake-ups from the first call until owner
+// acquires or leaves the line (Leave), as the Client does when it gives up.
+func (b *Backend) acquireInLine(ctx context.Context, name, owner string, ttl, place time.Duration, md string) (fence.Token, error) {
 	if err := b.ready(ctx); err != nil {
 		return 0, err
 	}
@@ -88,8 +77,11 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 	box := mailbox(b.LeaseKey(name), owner)
 	b.waker.open(box)
 	keys := []string{b.LeaseKey(name), b.CounterKey(name), b.QueueKey(name), b.PlacesKey(name), b.QueuedKey(name)}
-	args := []any{owner, millis(ttl), b.counterIdle, md, millis(placeTTL), b.waker.channel}
-	var token fence.Token
+	args := []any{owner, millis(ttl), b.counterIdle, md, millis(place), b.waker.channel}
+	var (
+		token fence.Token
+		err   error
+	)
 	if b.wait.on() {
 		token, err = b.acquireWait(ctx, acquireQueuedScript, name, owner, keys, args)
 	} else {
@@ -108,25 +100,9 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 	return token, err
 }
 
-// AwaitTurn waits until owner is woken for name (its Release, or a waiter
-// ahead leaving while the lock is free, published on WakeChannel), max has
-// passed, or ctx ends. The first wait through this Backend subscribes to
-// its channel and returns as soon as the subscription is confirmed, so that
-// the caller asks again and misses no release that came before it. Without
-// pub/sub (a Client that cannot Subscribe) it waits max.
-func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
-	return b.waker.await(ctx, mailbox(b.LeaseKey(name), owner), max)
-}
-
-// LeaveQueue removes owner's place from name's queue, waking the next
+// leaveQueue removes owner's place from name's queue, waking the next
 // waiter when owner was first in line and the lock is free.
-func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
+func (b *Backend) leaveQueue(ctx context.Context, name, owner string) error {
 	b.waker.close(mailbox(b.LeaseKey(name), owner))
 	if err := b.ready(ctx); err != nil {
 		return err
@@ -140,7 +116,7 @@ func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
 	return nil
 }
 
-// releaseAndWake is Release's script: compare-and-delete, then a wake-up for
+// releaseAndWake is releaseLock's script: compare-and-delete, then a wake-up for
 // the first waiter in line. During a Cluster slot migration a script over
 // keys of which one is missing (the queue, when nobody waits) is refused
 // with TRYAGAIN before it runs; then the one-key release.lua is sent instead,

@@ -20,7 +20,7 @@ func TestQueueSurvivesServerRestart(t *testing.T) {
 	ctx := testCtx(t)
 	b := fenceredis.NewBackend(c, nil)
 	holder := newOwner(t)
-	first, err := b.Acquire(ctx, "l", holder, time.Minute)
+	first, err := acquire(ctx, b, "l", holder, time.Minute)
 	require.NoError(t, err)
 	served, done := testkit.QueuedWaiters(t, ctx, b, "l", 3, 300*time.Millisecond)
 
@@ -29,7 +29,7 @@ func TestQueueSurvivesServerRestart(t *testing.T) {
 
 	testkit.CollectRising(t, served, 3, first, 20*time.Second)
 	done.Wait()
-	info, err := b.Inspect(ctx, "l")
+	info, err := inspect(ctx, b, "l")
 	require.NoError(t, err)
 	require.False(t, info.Held, "the lock is free when every waiter has released")
 }
@@ -45,7 +45,7 @@ func TestQueueSurvivesCutConnections(t *testing.T) {
 	ctx := testCtx(t)
 	b := fenceredis.NewBackend(c, nil)
 	holder := newOwner(t)
-	first, err := b.Acquire(ctx, "l", holder, time.Minute)
+	first, err := acquire(ctx, b, "l", holder, time.Minute)
 	require.NoError(t, err)
 	served, done := testkit.QueuedWaiters(t, ctx, b, "l", 3, 600*time.Millisecond)
 
@@ -53,7 +53,7 @@ func TestQueueSurvivesCutConnections(t *testing.T) {
 	require.NoError(t, err)
 	_, err = srv.Do("CLIENT", "KILL", "TYPE", "normal")
 	require.NoError(t, err)
-	require.NoError(t, b.Release(ctx, "l", holder))
+	require.NoError(t, release(ctx, b, "l", holder))
 
 	testkit.CollectRising(t, served, 3, first, 20*time.Second)
 	done.Wait()
@@ -72,17 +72,17 @@ func TestQueueWaitReplicas(t *testing.T) {
 	short := fenceredis.NewBackend(c, &fenceredis.BackendOptions{WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond})
 
 	o := newOwner(t)
-	tok, err := b.AcquireOrEnqueue(ctx, "job", o, time.Minute, time.Minute)
+	tok, err := enqueue(ctx, b, "job", o, time.Minute, time.Minute)
 	require.NoError(t, err)
 	onReplica, err := replica.Client(t).HGet(ctx, b.LeaseKey("job"), "token").Result()
 	require.NoError(t, err)
 	require.Equal(t, tok.String(), onReplica)
-	require.NoError(t, b.Release(ctx, "job", o))
+	require.NoError(t, release(ctx, b, "job", o))
 
 	replica.Stop()
-	_, err = short.AcquireOrEnqueue(ctx, "job", newOwner(t), time.Minute, time.Minute)
+	_, err = enqueue(ctx, short, "job", newOwner(t), time.Minute, time.Minute)
 	require.ErrorIs(t, err, fenceredis.ErrReplication)
-	info, err := b.Inspect(ctx, "job")
+	info, err := inspect(ctx, b, "job")
 	require.NoError(t, err)
 	require.False(t, info.Held, "the unacknowledged lease was released: %+v", info)
 }

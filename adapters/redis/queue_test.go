@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/fencekit/fencekit/internal/testkit/require"
+	"github.com/fencekit/fencekit/lock/driver"
 
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/internal/testkit"
@@ -41,11 +42,11 @@ func TestQueueRoundTrips(t *testing.T) {
 	require.Equal(t, []string{"evalsha"}, sent)
 
 	waiter := newOwner(t)
-	_, err = b.AcquireOrEnqueue(ctx, "job", waiter, time.Minute, time.Minute)
+	_, err = enqueue(ctx, b, "job", waiter, time.Minute, time.Minute)
 	require.ErrorIs(t, err, lock.ErrHeld)
 	n, sent = rt.take()
 	require.Equal(t, 1, n, "enqueue: %v", sent)
-	require.NoError(t, b.LeaveQueue(ctx, "job", waiter))
+	require.NoError(t, leave(ctx, b, "job", waiter))
 	rt.take()
 
 	require.NoError(t, l.Release(ctx))
@@ -83,18 +84,64 @@ func TestQueuePlacesExpireOnTheServer(t *testing.T) {
 	ctx := testCtx(t)
 	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c)})
 	holder := newOwner(t)
-	_, err := b.Acquire(ctx, "l", holder, time.Minute)
+	_, err := acquire(ctx, b, "l", holder, time.Minute)
 	require.NoError(t, err)
-	_, err = b.AcquireOrEnqueue(ctx, "l", newOwner(t), time.Minute, 50*time.Millisecond) // then dies
+	_, err = enqueue(ctx, b, "l", newOwner(t), time.Minute, 50*time.Millisecond) // then dies
 	require.ErrorIs(t, err, lock.ErrHeld)
 	eventually(t, 5*time.Second, "the dead waiter's keys expiring", func() bool {
 		return c.Exists(ctx, b.QueueKey("l"), b.PlacesKey("l"), b.QueuedKey("l")).Val() == 0
 	})
 	// The next waiter is first in line: it is told the holder's TTL.
-	_, err = b.AcquireOrEnqueue(ctx, "l", newOwner(t), time.Minute, time.Minute)
-	var he *lock.HeldError
+	_, err = enqueue(ctx, b, "l", newOwner(t), time.Minute, time.Minute)
+	var he *driver.HeldError
 	require.True(t, errors.As(err, &he), "%v", err)
 	require.Positive(t, he.TTL)
+}
+
+// TestInspectCountsLivePlaces: Inspect of a lock reports the live places in
+// its line, whether the lock is held or free, read by the script that reads
+// the holder; a place whose expiry has passed on the server's clock is not
+// counted, though it stays in the places set until an acquire drops it.
+func TestInspectCountsLivePlaces(t *testing.T) {
+	t.Parallel()
+	c := testkit.Redis(t)
+	ctx := testCtx(t)
+	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c)})
+	holder, long, short := newOwner(t), newOwner(t), newOwner(t)
+	tok, err := acquire(ctx, b, "l", holder, time.Minute)
+	require.NoError(t, err)
+	info, err := inspect(ctx, b, "l")
+	require.NoError(t, err)
+	require.Equal(t, lockInfo{Held: true, Holder: driver.Holder{Owner: holder, Kind: driver.Exclusive, Token: tok, TTL: info.TTL}}, info)
+
+	_, err = enqueue(ctx, b, "l", long, time.Minute, time.Minute)
+	require.ErrorIs(t, err, lock.ErrHeld)
+	_, err = enqueue(ctx, b, "l", short, time.Minute, 50*time.Millisecond) // then dies
+	require.ErrorIs(t, err, lock.ErrHeld)
+	_, err = enqueue(ctx, b, "l", long, time.Minute, time.Minute) // renewed: still one place
+	require.ErrorIs(t, err, lock.ErrHeld)
+	info, err = inspect(ctx, b, "l")
+	require.NoError(t, err)
+	require.Equal(t, 2, info.Waiting, "two places, one of them renewed")
+	eventually(t, 5*time.Second, "the short place expiring", func() bool {
+		info, err := inspect(ctx, b, "l")
+		require.NoError(t, err)
+		return info.Waiting == 1
+	})
+	require.Equal(t, int64(2), c.ZCard(ctx, b.PlacesKey("l")).Val(), "the expired place is still in the set")
+	info, err = inspect(ctx, b, "l")
+	require.NoError(t, err)
+	require.True(t, info.Held && info.Owner == holder && info.Token == tok, "%+v", info)
+
+	require.NoError(t, release(ctx, b, "l", holder))
+	info, err = inspect(ctx, b, "l")
+	require.NoError(t, err)
+	require.Equal(t, lockInfo{Waiting: 1}, info, "a free lock with a waiter")
+	require.NoError(t, leave(ctx, b, "l", long))
+	require.NoError(t, leave(ctx, b, "l", short))
+	info, err = inspect(ctx, b, "l")
+	require.NoError(t, err)
+	require.Equal(t, lockInfo{}, info)
 }
 
 // processOnly hides every method of a go-redis client but Process: a Client
@@ -102,15 +149,15 @@ func TestQueuePlacesExpireOnTheServer(t *testing.T) {
 type processOnly struct{ fenceredis.Client }
 
 // TestQueueWithoutPubSub: over a Client that cannot subscribe, waiters
-// still queue in order and are served at their renewals (AwaitTurn waits
-// its max).
+// still queue in order and are served at their renewals (Await waits its
+// max).
 func TestQueueWithoutPubSub(t *testing.T) {
 	t.Parallel()
 	c := testkit.Redis(t)
 	ctx := testCtx(t)
 	b := fenceredis.NewBackend(processOnly{c}, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c)})
 	holder := newOwner(t)
-	_, err := b.Acquire(ctx, "l", holder, time.Minute)
+	_, err := acquire(ctx, b, "l", holder, time.Minute)
 	require.NoError(t, err)
 	waiter := lock.New(b, &lock.Options{Queue: lock.QueueOptions{PlaceTTL: 150 * time.Millisecond}})
 	got := make(chan error, 1)
@@ -124,7 +171,7 @@ func TestQueueWithoutPubSub(t *testing.T) {
 	eventually(t, 5*time.Second, "the waiter queueing", func() bool {
 		return c.Exists(ctx, b.QueueKey("l")).Val() == 1
 	})
-	require.NoError(t, b.Release(ctx, "l", holder))
+	require.NoError(t, release(ctx, b, "l", holder))
 	select {
 	case err := <-got:
 		require.NoError(t, err)
@@ -149,7 +196,7 @@ func TestQueueWakesAcrossBackends(t *testing.T) {
 	}
 	holderB := newBackend()
 	holder := newOwner(t)
-	_, err := holderB.Acquire(ctx, "l", holder, time.Minute)
+	_, err := acquire(ctx, holderB, "l", holder, time.Minute)
 	require.NoError(t, err)
 	const n = 3
 	served := make(chan int, n)
@@ -160,11 +207,11 @@ func TestQueueWakesAcrossBackends(t *testing.T) {
 		var once atomic.Bool
 		c := lock.New(b, &lock.Options{
 			Queue: lock.QueueOptions{PlaceTTL: 30 * time.Second},
-			Observer: func(e lock.Event) {
-				if e.Kind == lock.EventRetrying && once.CompareAndSwap(false, true) {
+			Observer: &lock.Observer{Retrying: func(lock.Event) {
+				if once.CompareAndSwap(false, true) {
 					close(queued)
 				}
-			},
+			}},
 		})
 		go func() {
 			l, err := c.Acquire(ctx, "l", time.Minute)
@@ -181,7 +228,7 @@ func TestQueueWakesAcrossBackends(t *testing.T) {
 			t.Fatal("a waiter never queued")
 		}
 	}
-	require.NoError(t, holderB.Release(ctx, "l", holder))
+	require.NoError(t, release(ctx, holderB, "l", holder))
 	for want := range n {
 		select {
 		case got := <-served:
@@ -202,19 +249,19 @@ func TestQueueFlagLivesAsLongAsThePlaces(t *testing.T) {
 	ctx := testCtx(t)
 	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c)})
 	holder, long, short := newOwner(t), newOwner(t), newOwner(t)
-	_, err := b.Acquire(ctx, "l", holder, time.Minute)
+	_, err := acquire(ctx, b, "l", holder, time.Minute)
 	require.NoError(t, err)
-	_, err = b.AcquireOrEnqueue(ctx, "l", long, time.Minute, time.Minute)
+	_, err = enqueue(ctx, b, "l", long, time.Minute, time.Minute)
 	require.ErrorIs(t, err, lock.ErrHeld)
-	_, err = b.AcquireOrEnqueue(ctx, "l", short, time.Minute, 100*time.Millisecond)
+	_, err = enqueue(ctx, b, "l", short, time.Minute, 100*time.Millisecond)
 	require.ErrorIs(t, err, lock.ErrHeld)
 	ttl, err := c.PTTL(ctx, b.QueuedKey("l")).Result()
 	require.NoError(t, err)
 	require.Greater(t, ttl, 30*time.Second, "the flag's TTL after a short place queued behind a long one")
-	require.NoError(t, b.Release(ctx, "l", holder))
+	require.NoError(t, release(ctx, b, "l", holder))
 	require.Zero(t, c.Exists(ctx, b.QueuedKey("l")).Val(), "the flag after the release")
-	require.NoError(t, b.LeaveQueue(ctx, "l", long))
-	require.NoError(t, b.LeaveQueue(ctx, "l", short))
+	require.NoError(t, leave(ctx, b, "l", long))
+	require.NoError(t, leave(ctx, b, "l", short))
 }
 
 // TestQueueLastWaiterTakesTheFlag: a waiter admitted when its holder's
@@ -226,15 +273,15 @@ func TestQueueLastWaiterTakesTheFlag(t *testing.T) {
 	ctx := testCtx(t)
 	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, c)})
 	waiter := newOwner(t)
-	_, err := b.Acquire(ctx, "l", newOwner(t), 50*time.Millisecond) // then dies
+	_, err := acquire(ctx, b, "l", newOwner(t), 50*time.Millisecond) // then dies
 	require.NoError(t, err)
-	_, err = b.AcquireOrEnqueue(ctx, "l", waiter, time.Minute, time.Minute)
+	_, err = enqueue(ctx, b, "l", waiter, time.Minute, time.Minute)
 	require.ErrorIs(t, err, lock.ErrHeld)
 	require.Equal(t, int64(1), c.Exists(ctx, b.QueuedKey("l")).Val(), "the flag while the waiter waits")
 	eventually(t, 5*time.Second, "the waiter admitted after the lease ran out", func() bool {
-		_, err := b.AcquireOrEnqueue(ctx, "l", waiter, time.Minute, time.Minute)
+		_, err := enqueue(ctx, b, "l", waiter, time.Minute, time.Minute)
 		return err == nil
 	})
 	require.Zero(t, c.Exists(ctx, b.QueuedKey("l"), b.QueueKey("l"), b.PlacesKey("l")).Val(), "queue keys after the last waiter was admitted")
-	require.NoError(t, b.Release(ctx, "l", waiter))
+	require.NoError(t, release(ctx, b, "l", waiter))
 }

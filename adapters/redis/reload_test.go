@@ -73,7 +73,7 @@ func TestClusterClientReloadsSlotMapAfterConnectionError(t *testing.T) {
 	require.ErrorIs(t, err, fence.ErrNotFound, "a write that failed on the dead master was replayed")
 	require.NoError(t, s.Put(ctx, "k", 1, []byte("v")))
 	o := newOwner(t)
-	_, err = b.Acquire(ctx, "job", o, time.Minute)
+	_, err = acquire(ctx, b, "job", o, time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, b.Release(ctx, "job", o))
+	require.NoError(t, release(ctx, b, "job", o))
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 //go:embed scripts/resume.lua
@@ -16,20 +16,15 @@ var resumeLua string
 
 var resumeScript = newScript(resumeLua)
 
-var _ lock.Resumer = (*Backend)(nil)
-
-// Resume renews owner's live lease on name to ttl from now and returns its
+// resume renews owner's live lease on name to ttl from now and returns its
 // token, keeping its metadata: one script (scripts/resume.lua), one round
 // trip, so that the owner check, the renewal and the token read are one
 // atomic step. When owner does not hold name it returns an error matching
-// lock.ErrNotHeld and changes nothing: it never re-creates a lease. A resend
-// after a lost reply is safe (it returns the same token), so go-redis may
-// resend it. It works on Redis Cluster: the script touches the lease key
+// driver.ErrNotHeld and changes nothing: it never re-creates a lease. A
+// resend after a lost reply is safe (it returns the same token), so go-redis
+// may resend it. It works on Redis Cluster: the script touches the lease key
 // only.
-func (b *Backend) Resume(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
-		return 0, err
-	}
+func (b *Backend) resume(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
 	if err := b.ready(ctx); err != nil {
 		return 0, err
 	}
@@ -41,7 +36,7 @@ func (b *Backend) Resume(ctx context.Context, name, owner string, ttl time.Durat
 	switch r := reply.(type) {
 	case int64:
 		if r == 0 {
-			return 0, notHeld(name)
+			return 0, driver.NotHeld(name)
 		}
 	case string:
 		t, err := strconv.ParseInt(r, 10, 64)

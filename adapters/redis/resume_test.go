@@ -27,10 +27,10 @@ func TestResumeCost(t *testing.T) {
 	a, other := newOwner(t), newOwner(t)
 
 	// Warm up: connect, cache the scripts.
-	tok, err := b.Acquire(ctx, "job", a, time.Minute)
+	tok, err := acquire(ctx, b, "job", a, time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, b.Extend(ctx, "job", a, time.Minute))
-	_, err = b.Resume(ctx, "job", a, time.Minute)
+	require.NoError(t, extend(ctx, b, "job", a, time.Minute))
+	_, err = resume(ctx, b, "job", a, time.Minute)
 	require.NoError(t, err)
 	rt.take()
 
@@ -62,18 +62,18 @@ func TestResumeCost(t *testing.T) {
 		t.Logf("%s: 1 round trip, commands %v", what, got)
 		return got
 	}
-	extend := commands("Extend", func() error { return b.Extend(ctx, "job", a, time.Minute) })
-	resume := commands("Resume", func() error {
-		got, err := b.Resume(ctx, "job", a, time.Minute)
+	extended := commands("Extend", func() error { return extend(ctx, b, "job", a, time.Minute) })
+	resumed := commands("Resume", func() error {
+		got, err := resume(ctx, b, "job", a, time.Minute)
 		if err == nil && got != tok {
 			err = errors.New("Resume changed the token")
 		}
 		return err
 	})
-	require.Equal(t, map[string]int64{"hget": 1, "pexpire": 1}, extend)
-	require.Equal(t, map[string]int64{"hmget": 1, "pexpire": 1}, resume)
+	require.Equal(t, map[string]int64{"hget": 1, "pexpire": 1}, extended)
+	require.Equal(t, map[string]int64{"hmget": 1, "pexpire": 1}, resumed)
 	refused := commands("Resume (not held)", func() error {
-		if _, err := b.Resume(ctx, "job", other, time.Minute); !errors.Is(err, lock.ErrNotHeld) {
+		if _, err := resume(ctx, b, "job", other, time.Minute); !errors.Is(err, lock.ErrNotHeld) {
 			return errors.New("another owner resumed the lease")
 		}
 		return nil

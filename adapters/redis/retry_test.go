@@ -11,10 +11,10 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
-	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // serverReply is an error reply from Redis, as go-redis reports one.
@@ -73,10 +73,10 @@ func TestServerRepliesClassified(t *testing.T) {
 		"ERR increment or decrement would overflow":                                        false,
 	} {
 		b := fenceredis.NewBackend(&replyClient{errs: []error{serverReply(reply)}}, nil)
-		_, err := b.Acquire(testCtx(t), "job", newOwner(t), time.Second)
+		_, err := acquire(testCtx(t), b, "job", newOwner(t), time.Second)
 		require.ErrorContains(t, err, reply)
-		require.Equal(t, transient, errors.Is(err, lock.ErrTransient), "%q: transient", reply)
-		require.Equal(t, transient, lock.Retryable(err), "%q: retryable", reply)
+		require.Equal(t, transient, errors.Is(err, driver.ErrTransient), "%q: transient", reply)
+		require.Equal(t, transient, driver.Retryable(err), "%q: retryable", reply)
 		var sr serverReply
 		require.ErrorAs(t, err, &sr, "%q: the cause is kept", reply)
 	}
@@ -102,7 +102,7 @@ func TestAcquireRetriesTransientReply(t *testing.T) {
 // acquireBackground runs lock.Client.Acquire under context.Background, as
 // applications do, and fails t if it has not returned within a minute: a
 // permanent error must end it at once, not after the context.
-func acquireBackground(t *testing.T, b lock.Backend) error {
+func acquireBackground(t *testing.T, b driver.Backend) error {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() {
@@ -159,18 +159,18 @@ func TestAcquireFailsFastWithoutPermission(t *testing.T) {
 // busyRecorder passes Acquire through and closes busy at the first attempt
 // that failed with a BUSY reply.
 type busyRecorder struct {
-	lock.Backend
+	driver.Backend
 	once sync.Once
 	busy chan struct{}
 	seen error
 }
 
-func (r *busyRecorder) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	tok, err := r.Backend.Acquire(ctx, name, owner, ttl)
+func (r *busyRecorder) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	g, err := r.Backend.Acquire(ctx, req)
 	if err != nil && strings.Contains(err.Error(), "BUSY") {
 		r.once.Do(func() { r.seen = err; close(r.busy) })
 	}
-	return tok, err
+	return g, err
 }
 
 // TestBusyServerIsRetried runs a script that never ends on a real server, so
@@ -184,9 +184,9 @@ func TestBusyServerIsRetried(t *testing.T) {
 	ctx := testCtx(t)
 	b := fenceredis.NewBackend(c, nil)
 	warm := newOwner(t) // a pooled connection and the script cached
-	_, err := b.Acquire(ctx, "warm", warm, time.Minute)
+	_, err := acquire(ctx, b, "warm", warm, time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, b.Release(ctx, "warm", warm))
+	require.NoError(t, release(ctx, b, "warm", warm))
 
 	slow := srv.Client(t)
 	slowDone := make(chan error, 1)
@@ -206,7 +206,7 @@ func TestBusyServerIsRetried(t *testing.T) {
 	lease, err := lock.New(rec, &lock.Options{MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond}).Acquire(ctx, "job", time.Minute)
 	require.NoError(t, err, "acquire once the busy script is killed")
 	require.NoError(t, <-killed)
-	require.ErrorIs(t, rec.seen, lock.ErrTransient)
+	require.ErrorIs(t, rec.seen, driver.ErrTransient)
 	require.Error(t, <-slowDone, "the slow script was killed")
 	t.Logf("retried after %v, then took the lock with token %d", rec.seen, lease.Token())
 	require.NoError(t, lease.Release(ctx))

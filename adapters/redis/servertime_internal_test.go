@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // BenchmarkUncontendedServerTime measures the server time (INFO
@@ -21,9 +22,9 @@ import (
 //   - "before": the scripts of a lock without queued waiting, acquire.lua
 //     and the one-key release.lua (what Acquire and Release sent before
 //     issue 22), the baseline;
-//   - "backend": Backend.Acquire and Backend.Release as they are;
-//   - "client": what lock.Client sends, Backend.AcquireOrEnqueue (queue.lua)
-//     and Backend.Release.
+//   - "backend": Backend.Acquire of a lock and Backend.Release as they are;
+//   - "client": what lock.Client sends, Backend.Acquire with a place in
+//     line (queue.lua) and Backend.Release.
 //
 // The three run interleaved in short series (series calls each, rounds
 // times), so that a busy machine slows them alike; it reports each one's
@@ -42,7 +43,10 @@ func BenchmarkUncontendedServerTime(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	const ttl = 10 * time.Second
+	const (
+		ttl            = 10 * time.Second
+		clientPlaceTTL = 2 * time.Second // lock.QueueOptions's default
+	)
 	cycles := []struct {
 		name  string
 		cycle func() error
@@ -54,16 +58,16 @@ func BenchmarkUncontendedServerTime(b *testing.B) {
 			return releaseScript.run(ctx, c, sendOnce, []string{be.LeaseKey("before")}, owner).Err()
 		}},
 		{"backend", func() error {
-			if _, err := be.Acquire(ctx, "backend", owner, ttl); err != nil {
+			if _, err := be.Acquire(ctx, driver.Request{Name: "backend", Owner: owner, TTL: ttl, Kind: driver.Exclusive}); err != nil {
 				return err
 			}
-			return be.Release(ctx, "backend", owner)
+			return be.Release(ctx, driver.Claim{Name: "backend", Owner: owner, Kind: driver.Exclusive})
 		}},
 		{"client", func() error {
-			if _, err := be.AcquireOrEnqueue(ctx, "client", owner, ttl, lock.DefaultPlaceTTL); err != nil {
+			if _, err := be.Acquire(ctx, driver.Request{Name: "client", Owner: owner, TTL: ttl, Kind: driver.Exclusive, Place: clientPlaceTTL}); err != nil {
 				return err
 			}
-			return be.Release(ctx, "client", owner)
+			return be.Release(ctx, driver.Claim{Name: "client", Owner: owner, Kind: driver.Exclusive})
 		}},
 	}
 	usec := func() float64 {

@@ -76,3 +76,51 @@ func closedPort(t *testing.T) string {
 	}
 	return addr
 }
+
+// TestUnreachableBoundWithGoRedisOptions pins what Options.MaxUnreachable
+// means over go-redis, as README.md states it. The Client cuts each attempt's
+// context at the bound and waits for the attempt to return (so that giving
+// up never races an attempt in flight). go-redis with its default options
+// does not look at the context while it retries a refused dial (5 dials,
+// 100 ms apart, DialerRetries) for each of its own command tries
+// (MaxRetries 3): a 1 s bound returns after about 3 s, and the error may be
+// the cut attempt's deadline instead of the refused connection. With
+// DialerRetries: 1 the bound holds to within a few tens of milliseconds,
+// and the error carries the refused connection.
+func TestUnreachableBoundWithGoRedisOptions(t *testing.T) {
+	t.Parallel()
+	const bound = time.Second
+	for _, tc := range []struct {
+		name    string
+		opts    goredis.Options
+		within  time.Duration // the most Acquire may take past the bound
+		refused bool          // the error must carry the refused connection
+	}{
+		{"defaults", goredis.Options{}, 3 * time.Second, false},
+		{"DialerRetries 1", goredis.Options{DialerRetries: 1}, 500 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			opts := tc.opts
+			opts.Addr = closedPort(t)
+			rdb := goredis.NewClient(&opts)
+			t.Cleanup(func() { _ = rdb.Close() })
+			client := lock.New(fenceredis.NewBackend(rdb, nil), &lock.Options{MaxUnreachable: bound})
+			began := time.Now()
+			_, err := client.Acquire(context.Background(), "job", 10*time.Second)
+			elapsed := time.Since(began)
+			if !errors.Is(err, lock.ErrNotAcquired) || !errors.Is(err, lock.ErrUnreachable) {
+				t.Fatalf("Acquire = %v; want ErrNotAcquired and ErrUnreachable", err)
+			}
+			if tc.refused && !errors.Is(err, syscall.ECONNREFUSED) {
+				t.Fatalf("Acquire = %v; want the refused connection too", err)
+			}
+			// It may give up a little before the bound: when the next
+			// attempt would start past it.
+			if elapsed > bound+tc.within {
+				t.Fatalf("Acquire gave up after %v; want at most %v", elapsed, bound+tc.within)
+			}
+			t.Logf("%v after %v", err, elapsed.Round(time.Millisecond))
+		})
+	}
+}

@@ -11,14 +11,14 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // ErrReplication means fewer replicas than asked for (BackendOptions or
 // StoreOptions WaitReplicas) acknowledged a write within WaitTimeout, or
 // WAIT itself failed.
 //
-// For Backend.Acquire the lease was released again (see
+// For a Backend's acquire the lease was released again (see
 // ReplicationError.ReleaseErr), so no lock is left behind. For a Store write
 // the outcome is unknown: the primary applied the write, and a failover may
 // still roll it back. Either way the same call may be retried: an acquire by
@@ -34,7 +34,7 @@ var ErrWaitUnsupported = errors.New("fencekit/redis: replication wait needs a *r
 
 // ReplicationError is the error a waiting Acquire or Store write returns
 // when the replication wait fell short. It matches ErrReplication, and
-// lock.ErrTransient when a retry may cure it (too few acknowledgements, or
+// driver.ErrTransient when a retry may cure it (too few acknowledgements, or
 // WAIT failing for a transient reason).
 type ReplicationError struct {
 	Op      string        // "acquire", "put", "delete" or "advance"; "" means "acquire"
@@ -70,7 +70,7 @@ func (e *ReplicationError) Error() string {
 }
 
 // Is makes errors.Is(err, ErrReplication) true, and errors.Is(err,
-// lock.ErrTransient) when a retry may cure the shortfall: a replica that
+// driver.ErrTransient) when a retry may cure the shortfall: a replica that
 // lags or reconnects acknowledges later, so lock.Client retries a waiting
 // Acquire (with the same owner, which the script recognises) instead of
 // failing at once. A WAIT refused for good (NOPERM, say) is not transient.
@@ -78,8 +78,8 @@ func (e *ReplicationError) Is(target error) bool {
 	switch target {
 	case ErrReplication:
 		return true
-	case lock.ErrTransient:
-		return e.Err == nil || lock.Retryable(e.Err)
+	case driver.ErrTransient:
+		return e.Err == nil || driver.Retryable(e.Err)
 	}
 	return false
 }
@@ -179,7 +179,7 @@ func (w replicationWait) run(ctx context.Context, c Client, s *script, once bool
 		if r, ok := c.(stateReloader); ok {
 			r.ReloadState(ctx)
 		}
-		return waited{}, lock.Transient(err)
+		return waited{}, driver.Transient(err)
 	}
 	return res, nil
 }
@@ -284,7 +284,7 @@ func (b *Backend) acquireWait(ctx context.Context, script *script, name, owner s
 // that has ended, ReleaseErr says so and the lease ends with its TTL.
 func (b *Backend) unreplicated(ctx context.Context, name, owner string, got int, cause error) error {
 	e := &ReplicationError{Op: "acquire", Name: name, Want: b.wait.replicas, Got: got, Timeout: b.wait.timeout, Err: cause}
-	if err := b.release(ctx, name, owner); err != nil && !errors.Is(err, lock.ErrNotHeld) {
+	if err := b.release(ctx, name, owner); err != nil && !errors.Is(err, driver.ErrNotHeld) {
 		e.ReleaseErr = err
 	}
 	return e

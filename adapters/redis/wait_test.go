@@ -11,7 +11,7 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // TestWaitReplicas acquires with a replication wait on a primary with one
@@ -29,13 +29,13 @@ func TestWaitReplicas(t *testing.T) {
 
 	// Cache the script (EVALSHA, NOSCRIPT, then EVAL, each with WAIT).
 	warm := newOwner(t)
-	_, err := b.Acquire(ctx, "warm", warm, time.Minute)
+	_, err := acquire(ctx, b, "warm", warm, time.Minute)
 	require.NoError(t, err)
-	require.NoError(t, b.Release(ctx, "warm", warm))
+	require.NoError(t, release(ctx, b, "warm", warm))
 	_, _ = rt.take()
 
 	o := newOwner(t)
-	tok, err := b.Acquire(lock.ContextWithMetadata(ctx, "host=a pid=1"), "job", o, time.Minute)
+	tok, err := acquireMD(ctx, b, "job", o, time.Minute, "host=a pid=1")
 	require.NoError(t, err)
 	n, sent := rt.take()
 	t.Logf("Acquire with WAIT: %d round trip(s): %v", n, sent)
@@ -47,11 +47,11 @@ func TestWaitReplicas(t *testing.T) {
 	mdOnReplica, err := replica.Client(t).HGet(ctx, b.LeaseKey("job"), "metadata").Result()
 	require.NoError(t, err)
 	require.Equal(t, "host=a pid=1", mdOnReplica, "the metadata travels with the waited-for lease")
-	require.NoError(t, b.Release(ctx, "job", o))
+	require.NoError(t, release(ctx, b, "job", o))
 
 	replica.Stop()
 	start := time.Now()
-	_, err = short.Acquire(ctx, "job", newOwner(t), time.Minute)
+	_, err = acquire(ctx, short, "job", newOwner(t), time.Minute)
 	took := time.Since(start)
 	require.ErrorIs(t, err, fenceredis.ErrReplication)
 	var re *fenceredis.ReplicationError
@@ -61,7 +61,7 @@ func TestWaitReplicas(t *testing.T) {
 	require.NoError(t, re.ReleaseErr)
 	require.GreaterOrEqual(t, took, 300*time.Millisecond, "WAIT waited for its timeout")
 	t.Logf("with the replica down: %v after %v", err, took)
-	info, err := b.Inspect(ctx, "job")
+	info, err := inspect(ctx, b, "job")
 	require.NoError(t, err)
 	require.False(t, info.Held, "the unacknowledged lease was released: %+v", info)
 
@@ -70,7 +70,7 @@ func TestWaitReplicas(t *testing.T) {
 	replica.Start()
 	replica.WaitReplicating()
 	primary.WaitReplicas(1)
-	next, err := b.Acquire(ctx, "job", newOwner(t), time.Minute)
+	next, err := acquire(ctx, b, "job", newOwner(t), time.Minute)
 	require.NoError(t, err)
 	require.Greater(t, next, tok)
 }
@@ -87,14 +87,14 @@ func TestWaitNeedsOneConnection(t *testing.T) {
 	ctx := testCtx(t)
 
 	b := fenceredis.NewBackend(ring, &fenceredis.BackendOptions{WaitReplicas: 1})
-	_, err := b.Acquire(ctx, "job", newOwner(t), time.Minute)
+	_, err := acquire(ctx, b, "job", newOwner(t), time.Minute)
 	require.ErrorIs(t, err, fenceredis.ErrWaitUnsupported)
 	n, sent := rt.take()
 	require.Zero(t, n, "sent %v", sent)
 
 	// Without the wait, a Ring works.
 	plain := fenceredis.NewBackend(ring, nil)
-	tok, err := plain.Acquire(ctx, "job", newOwner(t), time.Minute)
+	tok, err := acquire(ctx, plain, "job", newOwner(t), time.Minute)
 	require.NoError(t, err)
 	require.True(t, tok.Valid())
 }
@@ -109,7 +109,7 @@ func TestWaitTimeoutBelowReadTimeout(t *testing.T) {
 	rt := &roundTrips{}
 	c.AddHook(rt)
 	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{WaitReplicas: 1, WaitTimeout: time.Second})
-	_, err := b.Acquire(testCtx(t), "job", newOwner(t), time.Minute)
+	_, err := acquire(testCtx(t), b, "job", newOwner(t), time.Minute)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "ReadTimeout")
 	require.False(t, errors.Is(err, fence.ErrInvalid))
@@ -161,7 +161,7 @@ func TestStoreWaitReplicas(t *testing.T) {
 }
 
 // TestPermitWaitReplicas: with WaitReplicas, a granted permit travels in
-// one pipeline with WAIT and is on the replica when AcquirePermit returns;
+// one pipeline with WAIT and is on the replica when Acquire returns;
 // with the replica down it fails with ErrReplication and the permit is
 // released again, so it holds no slot of the semaphore.
 func TestPermitWaitReplicas(t *testing.T) {
@@ -171,32 +171,32 @@ func TestPermitWaitReplicas(t *testing.T) {
 	ctx := testCtx(t)
 	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{WaitReplicas: 1, WaitTimeout: 2 * time.Second})
 	short := fenceredis.NewBackend(c, &fenceredis.BackendOptions{WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond})
-	req := lock.PermitRequest{Kind: lock.SemaphorePermit, Limit: 1, TTL: time.Minute}
+	req := driver.Request{Kind: driver.Semaphore, Limit: 1, TTL: time.Minute}
 
 	warm := newOwner(t)
-	_, err := b.AcquirePermit(ctx, "warm", warm, req)
+	_, err := acquirePermit(ctx, b, "warm", warm, req)
 	require.NoError(t, err)
-	require.NoError(t, b.ReleasePermit(ctx, "warm", warm))
+	require.NoError(t, releasePermit(ctx, b, "warm", warm))
 	_, _ = rt.take()
 
 	o := newOwner(t)
-	p, err := b.AcquirePermit(ctx, "sem", o, req)
+	p, err := acquirePermit(ctx, b, "sem", o, req)
 	require.NoError(t, err)
 	n, sent := rt.take()
 	require.Equal(t, 1, n, "script and WAIT share one pipeline: %v", sent)
 	onReplica, err := replica.Client(t).HGet(ctx, b.PermitKeys("sem")[0], "last").Result()
 	require.NoError(t, err)
 	require.Equal(t, p.Token.String(), onReplica, "the counter on the replica")
-	require.NoError(t, b.ReleasePermit(ctx, "sem", o))
+	require.NoError(t, releasePermit(ctx, b, "sem", o))
 
 	replica.Stop()
-	_, err = short.AcquirePermit(ctx, "sem", newOwner(t), req)
+	_, err = acquirePermit(ctx, short, "sem", newOwner(t), req)
 	require.ErrorIs(t, err, fenceredis.ErrReplication)
 	var re *fenceredis.ReplicationError
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, 0, re.Got)
 	require.NoError(t, re.ReleaseErr)
-	info, err := b.InspectPermits(ctx, "sem")
+	info, err := inspectPermits(ctx, b, "sem")
 	require.NoError(t, err)
 	require.Empty(t, info.Holders, "the unacknowledged permit was released")
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // TestWakerSubscribesOnlyWhileWaiting: a Backend subscribes to its wake-up
@@ -37,17 +38,18 @@ func TestWakerSubscribesOnlyWhileWaiting(t *testing.T) {
 		}
 	}
 
-	if _, err := b.Acquire(ctx, "l", "holder", time.Minute); err != nil {
+	waiter := driver.Claim{Name: "l", Owner: "w", Kind: driver.Exclusive}
+	if _, err := b.acquireLock(ctx, "l", "holder", time.Minute, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.AcquireOrEnqueue(ctx, "l", "w", time.Minute, time.Minute); !errors.Is(err, lock.ErrHeld) {
-		t.Fatalf("AcquireOrEnqueue = %v; want ErrHeld", err)
+	if _, err := b.acquireInLine(ctx, "l", "w", time.Minute, time.Minute, ""); !errors.Is(err, lock.ErrHeld) {
+		t.Fatalf("acquireInLine = %v; want ErrHeld", err)
 	}
 	if n := subscribers(); n != 0 {
 		t.Fatalf("%d subscribers before anyone waited; want 0", n)
 	}
 	// The first wait subscribes and returns once the server confirmed it.
-	if err := b.AwaitTurn(ctx, "l", "w", 10*time.Second); err != nil {
+	if err := b.Await(ctx, waiter, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if n := subscribers(); n != 1 {
@@ -55,8 +57,8 @@ func TestWakerSubscribesOnlyWhileWaiting(t *testing.T) {
 	}
 	// A release now reaches the waiter.
 	woken := make(chan error, 1)
-	go func() { woken <- b.AwaitTurn(ctx, "l", "w", 10*time.Second) }()
-	if err := b.Release(ctx, "l", "holder"); err != nil {
+	go func() { woken <- b.Await(ctx, waiter, 10*time.Second) }()
+	if err := b.releaseLock(ctx, "l", "holder"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -67,11 +69,11 @@ func TestWakerSubscribesOnlyWhileWaiting(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the release did not wake the waiter")
 	}
-	if _, err := b.AcquireOrEnqueue(ctx, "l", "w", time.Minute, time.Minute); err != nil {
+	if _, err := b.acquireInLine(ctx, "l", "w", time.Minute, time.Minute, ""); err != nil {
 		t.Fatalf("the woken waiter: %v", err)
 	}
 	eventually("unsubscribing after the linger", func() bool { return subscribers() == 0 })
-	if err := b.Release(ctx, "l", "w"); err != nil {
+	if err := b.releaseLock(ctx, "l", "w"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -20,6 +20,7 @@ type Admin struct {
 	db    *sql.DB
 	table string // quoted
 	queue string // the queue table, quoted
+	opts  *Options
 	err   error
 }
 
@@ -39,7 +40,11 @@ func NewAdmin(db *sql.DB, d Dialect, opts *Options) *Admin {
 	if err != nil {
 		return &Admin{err: err}
 	}
-	return &Admin{d: d, db: db, table: table, queue: queue}
+	if opts != nil {
+		c := *opts // later changes to the caller's Options change nothing here
+		opts = &c
+	}
+	return &Admin{d: d, db: db, table: table, queue: queue, opts: opts}
 }
 
 // listSQL returns the statement of List: the live rows whose names start
@@ -62,8 +67,9 @@ ORDER BY name`, a.table)
 }
 
 // List returns the locks held now (by the database clock) whose names start
-// with prefix ("" for all), sorted by name (byte order), with owner, token,
-// remaining TTL and metadata.
+// with prefix ("" for all), sorted by name (byte order), each with its one
+// holder: owner, token, remaining TTL and metadata. It reads the lease
+// table alone: Waiting is 0 (see Waiters).
 func (a *Admin) List(ctx context.Context, prefix string) ([]lock.Info, error) {
 	if a.err != nil {
 		return nil, a.err
@@ -79,23 +85,72 @@ func (a *Admin) List(ctx context.Context, prefix string) ([]lock.Info, error) {
 	var infos []lock.Info
 	for rows.Next() {
 		var (
-			info   lock.Info
+			name   string
+			h      lock.Holder
 			token  int64
 			micros sql.NullInt64
 		)
-		if err := rows.Scan(&info.Name, &info.Owner, &token, &micros, &info.Metadata); err != nil {
+		if err := rows.Scan(&name, &h.Owner, &token, &micros, &h.Metadata); err != nil {
 			return nil, classify(ctx, a.d, a.table, fixMigrate, "list", err)
 		}
 		if !micros.Valid || micros.Int64 <= 0 {
 			continue // expired between the row's filter and its TTL
 		}
-		info.Held, info.Token, info.TTL = true, fence.Token(token), time.Duration(micros.Int64)*time.Microsecond
-		infos = append(infos, info)
+		h.Token, h.TTL = fence.Token(token), time.Duration(micros.Int64)*time.Microsecond
+		infos = append(infos, lock.Info{Name: name, Holders: []lock.Holder{h}})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, classify(ctx, a.d, a.table, fixMigrate, "list", err)
 	}
 	return infos, nil
+}
+
+// permitNamesSQL returns the statement of PermitNames on the permit owners
+// table owners: the names with a live permit or place, sorted by name.
+func (a *Admin) permitNamesSQL(owners string) string {
+	if a.d == MySQL {
+		return fmt.Sprintf("SELECT DISTINCT `name` FROM %s\n"+
+			"WHERE `expires_at` > UTC_TIMESTAMP(6) AND LEFT(`name`, LENGTH(CAST(? AS BINARY))) = CAST(? AS BINARY)\n"+
+			"ORDER BY `name`", owners)
+	}
+	return fmt.Sprintf(`SELECT DISTINCT name FROM %s
+WHERE expires_at > clock_timestamp() AND left(name, length($1::text)) = $2::text
+ORDER BY name`, owners)
+}
+
+// PermitNames returns the permit names (semaphores and read-write locks)
+// whose names start with prefix ("" for all) and that have a live permit
+// or place in line now (by the database clock), sorted by name (byte
+// order). It is meant for operators (fencectl): Backend.Inspect with a
+// permit kind gives each one's holders.
+func (a *Admin) PermitNames(ctx context.Context, prefix string) ([]string, error) {
+	if a.err != nil {
+		return nil, a.err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	_, owners, err := a.opts.permitTables(a.d)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := a.db.QueryContext(ctx, a.permitNamesSQL(owners), prefix, prefix)
+	if err != nil {
+		return nil, classify(ctx, a.d, owners, fixMigrate, "list permit names", err)
+	}
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, classify(ctx, a.d, owners, fixMigrate, "list permit names", err)
+		}
+		names = append(names, name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, classify(ctx, a.d, owners, fixMigrate, "list permit names", err)
+	}
+	return names, nil
 }
 
 // BumpResult says what Bump did.
@@ -116,7 +171,7 @@ type BumpResult struct {
 // so err on the large side. See docs/operations.md, "After a restore".
 //
 // The rows are raised in one transaction that holds the table locked (see
-// Sweep), so Acquire, Extend and Release wait for it. A live holder's lease
+// Sweep), so the Backend's calls on the lease table wait for it. A live holder's lease
 // stays its own; its next renewal works and the next holder gets a token
 // above the raised one. by must be positive, and no token may pass
 // fence.MaxToken: otherwise the error matches fence.ErrInvalid and nothing

@@ -63,9 +63,10 @@ func TestAdminList(t *testing.T) {
 			require.Len(t, infos, 2)
 			require.Equal(t, "jobs/a", infos[0].Name)
 			got := infos[1]
-			require.True(t, got.TTL > 0 && got.TTL <= 10*time.Second, got.TTL)
-			got.TTL = 0
-			require.Equal(t, lock.Info{Name: "jobs/b", Held: true, Owner: held.Owner(), Token: held.Token(), Metadata: "host=a pid=1"}, got)
+			require.Len(t, got.Holders, 1)
+			require.True(t, got.Holders[0].TTL > 0 && got.Holders[0].TTL <= 10*time.Second, got.Holders[0].TTL)
+			got.Holders[0].TTL = 0
+			require.Equal(t, lock.Info{Name: "jobs/b", Holders: []lock.Holder{{Owner: held.Owner(), Token: held.Token(), Metadata: "host=a pid=1"}}}, got)
 
 			infos, err = a.List(ctx, "jobs%")
 			require.NoError(t, err)
@@ -91,7 +92,7 @@ func TestSweepKeepsTokensRising(t *testing.T) {
 			db := s.open(t, nil)
 			opts := tables(t, db, s.d)
 			ctx := testCtx(t)
-			b := sqldb.NewBackend(db, s.d, opts)
+			b := newDirect(db, s.d, opts)
 			owner := func() string { o, err := lock.NewOwner(); require.NoError(t, err); return o }
 			var last fence.Token
 			for range 3 {
@@ -158,7 +159,7 @@ func TestSweepUnderLoad(t *testing.T) {
 			opts := tables(t, db, s.d)
 			ctx, cancel := context.WithTimeout(testCtx(t), 30*time.Second)
 			defer cancel()
-			b := sqldb.NewBackend(db, s.d, opts)
+			b := newDirect(db, s.d, opts)
 			const names, workers, rounds = 3, 4, 40
 			var mu [names]sync.Mutex
 			var last [names]fence.Token
@@ -226,7 +227,7 @@ func TestRestoreRunbook(t *testing.T) {
 			db := s.open(t, nil)
 			opts := tables(t, db, s.d)
 			ctx := testCtx(t)
-			b := sqldb.NewBackend(db, s.d, opts)
+			b := newDirect(db, s.d, opts)
 			table := opts.LeaseTable[0]
 			backup := table + "_backup"
 			issued := map[string]fence.Token{}

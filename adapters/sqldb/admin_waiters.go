@@ -8,8 +8,8 @@ import (
 )
 
 // Waiters returns, for each of names in order, how many waiters stand in
-// its queue now: the places kept by Backend.AcquireOrEnqueue that have not
-// expired by the database clock. One statement for all names (the names go
+// its queue now: the places that Backend.Acquire keeps for requests with a
+// Place, that have not expired by the database clock. One statement for all names (the names go
 // in as parameters; only their count shapes the statement). It reads the
 // queue table that Migrate creates beside the lease table; before Migrate
 // has created it, the error matches ErrNotMigrated.

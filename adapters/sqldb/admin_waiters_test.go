@@ -7,18 +7,20 @@ import (
 	"github.com/fencekit/fencekit/adapters/sqldb"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // TestAdminWaiters counts the live places in each named queue, in the
 // order the names were given: a name nobody waits for counts 0, and a
-// place past its expiry is not counted.
+// place past its expiry is not counted. Backend.Inspect's Waiting counts
+// the same.
 func TestAdminWaiters(t *testing.T) {
 	for _, s := range adminServers(t) {
 		t.Run(s.name, func(t *testing.T) {
 			db := s.open(t, nil)
 			opts := tables(t, db, s.d)
 			ctx := testCtx(t)
-			b := sqldb.NewBackend(db, s.d, opts)
+			b := newDirect(db, s.d, opts)
 			admin := sqldb.NewAdmin(db, s.d, opts)
 			owner := func() string { o, err := lock.NewOwner(); require.NoError(t, err); return o }
 
@@ -30,7 +32,7 @@ func TestAdminWaiters(t *testing.T) {
 			}
 			_, err = b.Acquire(ctx, "brief", owner(), time.Minute)
 			require.NoError(t, err)
-			_, err = b.AcquireOrEnqueue(ctx, "brief", owner(), time.Minute, lock.MinPlaceTTL)
+			_, err = b.AcquireOrEnqueue(ctx, "brief", owner(), time.Minute, driver.MinPlaceTTL)
 			require.ErrorIs(t, err, lock.ErrHeld)
 
 			got, err := admin.Waiters(ctx, []string{"idle", "busy", "brief"})
@@ -45,6 +47,11 @@ func TestAdminWaiters(t *testing.T) {
 				require.NoError(t, err)
 			}
 			require.Equal(t, []int64{0, 3, 0}, got)
+			for i, name := range []string{"idle", "busy", "brief"} {
+				info, err := b.Inspect(ctx, name)
+				require.NoError(t, err)
+				require.Equal(t, int(got[i]), info.Waiting, "Inspect(%q).Waiting", name)
+			}
 
 			none, err := admin.Waiters(ctx, nil)
 			require.NoError(t, err)

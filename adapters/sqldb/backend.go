@@ -10,11 +10,16 @@ import (
 
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/pgqueue"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
-// Backend is a lock.Backend on a lease table with one row per lock name:
-// (name, owner, token, expires_at, metadata). Use it through lock.New.
+// Backend is a lock backend (a driver.Backend) on a lease table with one
+// row per lock name: (name, owner, token, expires_at, metadata). Use it
+// through lock.New. It serves every shape of the driver contract: locks,
+// with queued waiting on a queue table next to the lease table (see
+// Backend.Acquire and Backend.Await), sets of locks in one transaction,
+// resumed leases, and semaphores and read-write locks on two permit tables
+// of their own.
 //
 // Expiry is decided by the database clock alone (MySQL: UTC_TIMESTAMP(6),
 // NOW(6) in UTC; PostgreSQL: statement_timestamp()), so clients need no
@@ -33,9 +38,10 @@ import (
 // Backend takes a *sql.DB, never a *sql.Tx: a token minted inside a
 // transaction that then rolls back would be minted again for the next
 // holder (two holders with one token), and a lock.Client calls its Backend
-// from several goroutines at once. Every call is one autocommit statement
-// (Acquire reads once more when the lock is held, for the remaining TTL),
-// and no session state is used, so any pooled connection will do.
+// from several goroutines at once. Every call on a lock is one autocommit
+// statement (an Acquire without a place reads once more when the lock is
+// held, for the remaining TTL; see Backend.Acquire for the others), and no
+// session state is used, so any pooled connection will do.
 //
 // On MySQL the statements learn their outcome from LAST_INSERT_ID(expr),
 // returned in the reply, never from the affected-rows count, so the
@@ -47,16 +53,14 @@ type Backend struct {
 	table                            string // quoted, for messages
 	err                              error
 	acquire, extend, release, lookup string
-	q                                queueSQL         // see AcquireOrEnqueue
-	waits                            sync.Map         // waitKey → *pace, see AwaitTurn
+	q                                queueSQL         // see acquireInLine
+	waits                            sync.Map         // waitKey → *pace, see awaitTurn
 	local                            localLines       // the waiters in line through this Backend (queue_local.go)
 	queue                            string           // the queue table, quoted, for messages
 	unqueued                         pgqueue.Unqueued // waiters polling without the queue table (queue_fallback.go)
 	pm                               permitSQL        // semaphores and read-write locks (permit.go)
 	pw                               permitWaiters    // their waiters in line through this Backend (permit_wait.go)
 }
-
-var _ lock.Backend = (*Backend)(nil)
 
 // NewBackend returns a Backend on db in dialect d with the lease table
 // named in opts (nil for the default fencekit_leases). The table must exist
@@ -142,19 +146,17 @@ WHERE name = $1 AND owner = $2 AND expires_at > statement_timestamp()`, table)
 	return b
 }
 
-// Acquire takes name for owner for ttl and returns a new token, above every
-// token issued for name before; or, when owner already holds it, extends the
-// lease to ttl and returns the same token. When another owner holds it, the
-// error is a *lock.HeldError with the remaining TTL.
+// acquireLock takes the lock name for owner for ttl and returns a new
+// token, above every token issued for name before; or, when owner already
+// holds it, extends the lease to ttl and returns the same token. It ignores
+// the line of queued waiting (a request without a place may take a free
+// lock ahead of waiters). When another owner holds it, the error is a
+// *driver.HeldError with the remaining TTL.
 //
-// The holder metadata that ctx carries (lock.ContextWithMetadata) goes to
-// the row's metadata column as a parameter, replacing what a same-owner
-// Acquire stored before; Extend keeps it, Release clears it.
-func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
-	if err != nil {
-		return 0, err
-	}
+// md goes to the row's metadata column as a parameter, replacing what a
+// same-owner acquire stored before; extendLock keeps it, releaseLock clears
+// it.
+func (b *Backend) acquireLock(ctx context.Context, name, owner string, ttl time.Duration, md string) (fence.Token, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
@@ -172,21 +174,21 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 		case token > 0:
 			return token, nil
 		case held > 0:
-			return 0, &lock.HeldError{Name: name, TTL: held}
+			return 0, &driver.HeldError{Name: name, TTL: held}
 		}
 		// Held by someone else: find out for how long.
-		info, err := b.inspect(ctx, name)
+		row, err := b.lookupRow(ctx, name)
 		if err != nil {
 			return 0, err
 		}
-		if info.Held || attempt >= 3 {
-			return 0, &lock.HeldError{Name: name, TTL: info.TTL}
+		if row.held || attempt >= 3 {
+			return 0, &driver.HeldError{Name: name, TTL: row.ttl}
 		}
 		// Released or expired in between: try again.
 	}
 }
 
-// tryAcquire runs the acquire statement once on db (b.db, or AcquireMulti's
+// tryAcquire runs the acquire statement once on db (b.db, or acquireSet's
 // transaction): the token taken, or (on PostgreSQL) the holder's remaining
 // TTL, or neither.
 func (b *Backend) tryAcquire(ctx context.Context, db execer, name, owner string, ttl time.Duration, md string) (fence.Token, time.Duration, error) {
@@ -214,23 +216,18 @@ func (b *Backend) tryAcquire(ctx context.Context, db execer, name, owner string,
 	return 0, 0, nil
 }
 
-// Extend renews owner's live lease on name to ttl from now. It never
+// extendLock renews owner's live lease on name to ttl from now. It never
 // re-creates a lease that expired or was released: then, or when another
-// owner holds the lock, it returns an error matching lock.ErrNotHeld.
-func (b *Backend) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
-	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
-		return err
-	}
+// owner holds the lock, it returns an error matching driver.ErrNotHeld.
+func (b *Backend) extendLock(ctx context.Context, name, owner string, ttl time.Duration) error {
 	return b.update(ctx, "extend", b.extend, name, ttl.Microseconds(), name, owner)
 }
 
-// Release frees name if owner holds a live lease on it, keeping the token
-// so that the next holder's is higher. Otherwise it returns an error
-// matching lock.ErrNotHeld and changes nothing.
-func (b *Backend) Release(ctx context.Context, name, owner string) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
+// releaseLock frees name if owner holds a live lease on it, keeping the
+// token so that the next holder's is higher, and wakes the waiter that
+// re-checks for this Backend. Otherwise it returns an error matching
+// driver.ErrNotHeld and changes nothing.
+func (b *Backend) releaseLock(ctx context.Context, name, owner string) error {
 	var err error
 	if b.d == PostgreSQL {
 		err = b.releaseAndNotify(ctx, name, owner)
@@ -243,8 +240,8 @@ func (b *Backend) Release(ctx context.Context, name, owner string) error {
 	return err
 }
 
-// releaseAndNotify is Release on PostgreSQL: one statement that releases
-// and notifies the first waiter in line if it listens (a waiter of
+// releaseAndNotify is releaseLock on PostgreSQL: one statement that
+// releases and notifies the first waiter in line if it listens (a waiter of
 // adapters/postgres on a shared table; see queueSQL).
 func (b *Backend) releaseAndNotify(ctx context.Context, name, owner string) error {
 	if b.err != nil {
@@ -270,7 +267,7 @@ func (b *Backend) releaseAndNotify(ctx context.Context, name, owner string) erro
 			}
 			return err
 		case released == 0:
-			return fmt.Errorf("sqldb: %s: %w", where, lock.ErrNotHeld)
+			return fmt.Errorf("sqldb: %s: %w", where, driver.ErrNotHeld)
 		}
 		return nil
 	}
@@ -305,42 +302,83 @@ func (b *Backend) update(ctx context.Context, op, query, name string, args ...an
 			return classify(ctx, b.d, b.table, fixMigrate, where, err)
 		}
 		if n == 0 {
-			return fmt.Errorf("sqldb: %s: %w", where, lock.ErrNotHeld)
+			return fmt.Errorf("sqldb: %s: %w", where, driver.ErrNotHeld)
 		}
 		return nil
 	}
 }
 
-// Inspect reports the holder of name, its token, remaining TTL (as the
-// database clock sees it) and metadata. A free lock reports Held false and
-// zero Owner, Token, TTL and Metadata.
-func (b *Backend) Inspect(ctx context.Context, name string) (lock.Info, error) {
-	if name == "" {
-		return lock.Info{}, fence.Invalid("empty lock name")
-	}
-	if err := fence.ValidateKey(name); err != nil {
-		return lock.Info{}, fmt.Errorf("lock name: %w", err)
-	}
+// inspectLock reports the holder of the lock name, its token, remaining
+// TTL (as the database clock sees it) and metadata, and the live places in
+// its line: one read-only statement. A free lock has no holder. On a schema
+// that Migrate has not upgraded (no queue table yet) it reads the lease row
+// alone, and nobody waits.
+func (b *Backend) inspectLock(ctx context.Context, name string) (driver.Info, error) {
 	if b.err != nil {
-		return lock.Info{}, b.err
+		return driver.Info{}, b.err
 	}
 	if err := ctx.Err(); err != nil {
-		return lock.Info{}, err
+		return driver.Info{}, err
 	}
-	return b.inspect(ctx, name)
-}
-
-func (b *Backend) inspect(ctx context.Context, name string) (lock.Info, error) {
-	info, err := b.lookupOn(ctx, b.db, b.lookup, name)
-	if err != nil {
-		return lock.Info{}, classify(ctx, b.d, b.table, fixMigrate, fmt.Sprintf("inspect %q", name), err)
+	var (
+		owner, md        sql.NullString
+		token, remaining sql.NullInt64
+		waiting          int64
+	)
+	var row leaseRow
+	if err := b.db.QueryRowContext(ctx, b.q.inspect, name, name).Scan(&owner, &token, &remaining, &md, &waiting); err != nil {
+		err = classify(ctx, b.d, b.table, fixMigrate, fmt.Sprintf("inspect %q", name), err)
+		if !errors.Is(err, ErrNotMigrated) {
+			return driver.Info{}, err
+		}
+		// No queue table yet (or no lease table): the lease row alone,
+		// whose error then names the lease table; nobody waits.
+		if row, err = b.lookupRow(ctx, name); err != nil {
+			return driver.Info{}, err
+		}
+		waiting = 0
+	} else {
+		row = liveRow(owner, md, token.Int64, remaining)
+	}
+	info := driver.Info{Name: name, Kind: driver.Exclusive, Waiting: int(waiting)}
+	if row.held {
+		info.Holders = []driver.Holder{{Owner: row.owner, Kind: driver.Exclusive, Token: row.token, TTL: row.ttl, Metadata: row.metadata}}
 	}
 	return info, nil
 }
 
+// leaseRow is a lock's live lease as its row says; held is false when the
+// name has no row, no owner, or an expired one.
+type leaseRow struct {
+	held     bool
+	owner    string
+	token    fence.Token
+	ttl      time.Duration
+	metadata string
+}
+
+// liveRow makes the leaseRow of a lease row's columns.
+func liveRow(owner, md sql.NullString, token int64, remaining sql.NullInt64) leaseRow {
+	if !owner.Valid || !remaining.Valid || remaining.Int64 <= 0 {
+		return leaseRow{}
+	}
+	return leaseRow{held: true, owner: owner.String, token: fence.Token(token),
+		ttl: time.Duration(remaining.Int64) * time.Microsecond, metadata: md.String}
+}
+
+// lookupRow reads the lease row of name: acquireLock's second statement
+// when the lock is held.
+func (b *Backend) lookupRow(ctx context.Context, name string) (leaseRow, error) {
+	row, err := b.lookupOn(ctx, b.db, b.lookup, name)
+	if err != nil {
+		return leaseRow{}, classify(ctx, b.d, b.table, fixMigrate, fmt.Sprintf("inspect %q", name), err)
+	}
+	return row, nil
+}
+
 // lookupOn reads name's row with query (b.lookup, or b.lookup FOR UPDATE)
-// on db (b.db, or AcquireMulti's transaction); its errors are the driver's.
-func (b *Backend) lookupOn(ctx context.Context, db execer, query, name string) (lock.Info, error) {
+// on db (b.db, or acquireSet's transaction); its errors are the driver's.
+func (b *Backend) lookupOn(ctx context.Context, db execer, query, name string) (leaseRow, error) {
 	var (
 		owner, md sql.NullString
 		token     int64
@@ -349,17 +387,11 @@ func (b *Backend) lookupOn(ctx context.Context, db execer, query, name string) (
 	err := db.QueryRowContext(ctx, query, name).Scan(&owner, &token, &remaining, &md)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return lock.Info{Name: name}, nil
+		return leaseRow{}, nil
 	case err != nil:
-		return lock.Info{}, err
+		return leaseRow{}, err
 	}
-	if !owner.Valid || !remaining.Valid || remaining.Int64 <= 0 {
-		return lock.Info{Name: name}, nil
-	}
-	return lock.Info{
-		Name: name, Held: true, Owner: owner.String, Token: fence.Token(token),
-		TTL: time.Duration(remaining.Int64) * time.Microsecond, Metadata: md.String,
-	}, nil
+	return liveRow(owner, md, token, remaining), nil
 }
 
 // mysqlNewRowToken is the token of a lease row that an acquire inserts on

@@ -6,16 +6,18 @@ import (
 	"github.com/fencekit/fencekit/adapters/sqldb"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/fence/fencetest"
-	"github.com/fencekit/fencekit/lock"
-	"github.com/fencekit/fencekit/lock/locktest"
+	"github.com/fencekit/fencekit/lock/driver"
+	"github.com/fencekit/fencekit/lock/drivertest"
 )
 
-// TestConformance runs both conformance suites, the linearizability check
-// and token monotonicity on MariaDB through go-sql-driver/mysql with its
-// default options and on PostgreSQL through pgx's database/sql driver and
-// through lib/pq (whose deadline errors are the server's 57014); and
-// both conformance suites again on MariaDB with clientFoundRows=true (the
-// affected-rows setting that the MySQL statements must not depend on).
+// TestConformance runs both conformance suites (the driver's, drivertest.Run,
+// checks every obligation of the contract, token monotonicity and holder
+// metadata included) and the linearizability check on MariaDB through
+// go-sql-driver/mysql with its default options and on PostgreSQL through
+// pgx's database/sql driver and through lib/pq (whose deadline errors are
+// the server's 57014); and both conformance suites again on MariaDB with
+// clientFoundRows=true (the affected-rows setting that the MySQL statements
+// must not depend on).
 // Each configuration gets tables of its own, which its checks share: every
 // check keeps to keys and lock names under a random prefix of its own, and
 // creating two tables per check cost more than the checks themselves.
@@ -27,16 +29,14 @@ func TestConformance(t *testing.T) {
 			t.Run("Store", func(t *testing.T) {
 				fencetest.Run(t, func(t *testing.T) fence.Store { return sqldb.NewStore(db, s.d, opts) })
 			})
-			newBackend := func(t *testing.T) lock.Backend { return sqldb.NewBackend(db, s.d, opts) }
-			t.Run("Backend", func(t *testing.T) { locktest.Run(t, newBackend) })
+			newBackend := func(t *testing.T) driver.Backend { return sqldb.NewBackend(db, s.d, opts) }
+			t.Run("Backend", func(t *testing.T) { drivertest.Run(t, newBackend) })
 			if s.name == "mysql-foundrows" {
 				return // the rest does not look at affected rows
 			}
 			t.Run("Linearizable", func(t *testing.T) {
 				fencetest.Linearizable(t, sqldb.NewStore(db, s.d, opts), nil)
 			})
-			t.Run("Monotonic", func(t *testing.T) { locktest.Monotonic(t, newBackend) })
-			t.Run("Metadata", func(t *testing.T) { locktest.RunMetadata(t, newBackend) })
 		})
 	}
 }

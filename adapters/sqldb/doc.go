@@ -19,16 +19,17 @@
 //     UPDATE of one of the caller's rows. For a read-modify-write, raise
 //     the fence first (UpdateFenced with nothing to set, or Guard.Check),
 //     then read, then write: see docs/sqldb.md.
-//   - Backend is a lock.Backend on a lease table. It takes a *sql.DB, never
-//     a transaction. Expiry is decided by the database clock, and each
-//     lock's token lives in its row, so tokens keep rising across
-//     releases, expiries and server restarts. It offers queued waiting
-//     (lock.QueueBackend) on a queue table next to the lease table:
-//     waiters take their turns in arrival order, re-checking since
-//     database/sql has no wake-up (see Backend.AwaitTurn). It also offers
-//     semaphores and read-write locks (lock.PermitBackend) on two permit
-//     tables of their own: each acquire is one transaction that locks the
-//     name's row first (see Backend.AcquirePermit).
+//   - Backend is a lock backend (a driver.Backend, for lock.New) on a
+//     lease table. It takes a *sql.DB, never a transaction. Expiry is
+//     decided by the database clock, and each lock's token lives in its
+//     row, so tokens keep rising across releases, expiries and server
+//     restarts. It serves every shape of the driver contract: queued
+//     waiting on a queue table next to the lease table, where waiters take
+//     their turns in arrival order, re-checking since database/sql has no
+//     wake-up (see Backend.Await); sets of locks in one transaction; and
+//     semaphores and read-write locks on two permit tables of their own,
+//     each acquire one transaction that locks the name's row first (see
+//     Backend.Acquire).
 //
 // Create the tables with Migrate, or with the statements of MigrateSQL.
 //
@@ -49,7 +50,7 @@
 // again (three attempts) first.
 //
 // Driver errors that a retry may cure (a broken connection, a conflict, a
-// server shutting down) are marked with lock.Transient, so that
+// server shutting down) are marked with driver.Transient, so that
 // lock.Client retries them; all others (a failed login, bad data) are
 // permanent and fail fast. A missing table or column is a
 // *NotMigratedError (ErrNotMigrated) that names the table; a Dialect that
@@ -59,5 +60,6 @@
 // Table and column names are quoted as identifiers (backticks for MySQL,
 // double quotes for PostgreSQL) after checks that refuse what the server
 // would reject or change; every value is a bound parameter. Bad input gets
-// an error matching fence.ErrInvalid before anything is sent.
+// an error matching fence.ErrInvalid before anything is sent (a Backend's
+// requests are checked by the lock.Client that sends them).
 package sqldb

@@ -1,13 +1,13 @@
 package sqldb
 
 import (
-	"database/sql/driver"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // ErrConflict matches a *ConflictError: the server ended a statement
@@ -149,19 +149,19 @@ func transientCode(code string, mysql bool) bool {
 }
 
 // brokenConn reports whether err says the connection broke under the call:
-// database/sql's driver.ErrBadConn, or go-sql-driver/mysql's "invalid
+// database/sql/driver's ErrBadConn, or go-sql-driver/mysql's "invalid
 // connection", which it returns (its network error only logged) when a
 // read or write on the connection failed.
 func brokenConn(err error) bool {
 	return walk(err, func(e error) bool {
-		return e == driver.ErrBadConn || e.Error() == "invalid connection"
+		return e == sqldriver.ErrBadConn || e.Error() == "invalid connection"
 	})
 }
 
 // wrapErr wraps a database error for op and classifies it: conflicts
 // become a *ConflictError; failures that a retry may cure (see
-// transientCode, brokenConn, lock.Retryable) are marked with
-// lock.Transient, so that lock.Client retries them; everything else stays
+// transientCode, brokenConn, driver.Retryable) are marked with
+// driver.Transient, so that lock.Client retries them; everything else stays
 // permanent. The driver's error is kept for errors.As. A context error is
 // returned as it is.
 func wrapErr(op string, err error) error {
@@ -175,11 +175,11 @@ func wrapErr(op string, err error) error {
 	switch {
 	case code != "":
 		if transientCode(code, mysql) {
-			return lock.Transient(wrapped)
+			return driver.Transient(wrapped)
 		}
 		return wrapped
-	case brokenConn(err) || lock.Retryable(err):
-		return lock.Transient(wrapped)
+	case brokenConn(err) || driver.Retryable(err):
+		return driver.Transient(wrapped)
 	}
 	return wrapped
 }

@@ -9,13 +9,14 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/fence/fencetest"
 	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
-	"github.com/fencekit/fencekit/lock"
-	"github.com/fencekit/fencekit/lock/locktest"
+	"github.com/fencekit/fencekit/lock/driver"
+	"github.com/fencekit/fencekit/lock/drivertest"
 )
 
-// TestFaults runs both fault kits, and the permit fault checks, on MariaDB
-// and PostgreSQL (pgx stdlib, default options), every connection of the
-// store or backend under test made through the kit's dial function.
+// TestFaults runs both fault kits (the driver's includes the permit, set
+// and resume fault checks) on MariaDB and PostgreSQL (pgx stdlib, default
+// options), every connection of the store or backend under test made
+// through the kit's dial function.
 //
 // go-sql-driver/mysql runs with interpolateParams=true here: with its
 // default (server-side prepared statements) every call is two round trips,
@@ -36,24 +37,23 @@ func TestFaults(t *testing.T) {
 					return sqldb.NewStore(s.open(t, dial), s.d, opts)
 				})
 			})
-			t.Run("Backend", func(t *testing.T) {
-				locktest.RunFaults(t, addr, func(t *testing.T, dial faultproxy.DialFunc) lock.Backend {
-					return sqldb.NewBackend(s.open(t, dial), s.d, opts)
-				})
-			})
-			// AcquirePermit's transaction sends its statements one at a
-			// time before the COMMIT that grants: on MySQL BEGIN, the
-			// insert-or-lock, the locking read, the owner row and the
-			// name's row; on PostgreSQL BEGIN, the insert-or-lock, the
-			// locking read and the one write (TestPermitRoundTrips).
-			before := 4
+			// An Acquire of one name and a resume are one statement. A
+			// set's transaction sends BEGIN and one statement per name
+			// (three in the kit's set) before its COMMIT
+			// (TestAcquireMultiStatements). A permit's transaction sends
+			// its statements one at a time before the COMMIT that grants:
+			// on MySQL BEGIN, the insert-or-lock, the claim of the owner
+			// row, the locking read, the owner row and the name's row; on
+			// PostgreSQL BEGIN, the insert-or-lock, the locking read and
+			// the one write (TestPermitRoundTrips).
+			fo := &drivertest.FaultOptions{RequestsBeforeSet: 4, RequestsBeforePermit: 4}
 			if s.d == sqldb.MySQL {
-				before = 5
+				fo.RequestsBeforePermit = 6
 			}
-			t.Run("Permits", func(t *testing.T) {
-				locktest.RunPermitFaults(t, addr, func(t *testing.T, dial faultproxy.DialFunc) lock.Backend {
+			t.Run("Backend", func(t *testing.T) {
+				drivertest.RunFaults(t, addr, func(t *testing.T, dial faultproxy.DialFunc) driver.Backend {
 					return sqldb.NewBackend(s.open(t, dial), s.d, opts)
-				}, before)
+				}, fo)
 			})
 		})
 	}

@@ -15,8 +15,10 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/fencekit/fencekit/adapters/sqldb"
+	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
 	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // server is one configuration the tests run on: a dialect, and how to open
@@ -188,3 +190,130 @@ func tables(t testing.TB, db *sql.DB, d sqldb.Dialect) *sqldb.Options {
 }
 
 func testCtx(t testing.TB) context.Context { return testkit.Context(t) }
+
+// direct calls a Backend's driver methods with the arguments of the
+// per-shape methods it had before the driver contract, for the tests that
+// talk to a Backend without a lock.Client (round trips, statements, what
+// the tables hold): each method is one driver call. Its methods shadow the
+// Backend's own of the same name, so a direct is no driver.Backend: give
+// lock.New its Backend. Nothing here checks input, as the Backend does not:
+// bad-input tests go through a lock.Client.
+type direct struct{ *sqldb.Backend }
+
+// newDirect returns a Backend on db in dialect d, called directly.
+func newDirect(db *sql.DB, d sqldb.Dialect, opts *sqldb.Options) direct {
+	return direct{sqldb.NewBackend(db, d, opts)}
+}
+
+// lockInfo is what Inspect reports of a lock, flattened: its one holder (if
+// Held) and the live places in its line.
+type lockInfo struct {
+	Held     bool
+	Owner    string
+	Token    fence.Token
+	TTL      time.Duration
+	Metadata string
+	Waiting  int
+}
+
+// permitReq is what a permit acquire asks for: its kind, a semaphore's
+// limit, the TTL, and the place in line (0: none).
+type permitReq struct {
+	Kind  driver.Kind
+	Limit int
+	TTL   time.Duration
+	Place time.Duration
+}
+
+// anyPermit is the kind a permit claim names: Extend, Release, Await and
+// Leave find an owner's permit or place whatever its kind.
+const anyPermit = driver.Write
+
+func (b direct) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
+	return b.AcquireMeta(ctx, name, owner, ttl, "")
+}
+
+// AcquireMeta is Acquire with holder metadata.
+func (b direct) AcquireMeta(ctx context.Context, name, owner string, ttl time.Duration, md string) (fence.Token, error) {
+	g, err := b.Backend.Acquire(ctx, driver.Request{Name: name, Owner: owner, TTL: ttl, Kind: driver.Exclusive, Metadata: md})
+	return g.Token, err
+}
+
+// AcquireOrEnqueue is Acquire with a place in line.
+func (b direct) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, place time.Duration) (fence.Token, error) {
+	g, err := b.Backend.Acquire(ctx, driver.Request{Name: name, Owner: owner, TTL: ttl, Kind: driver.Exclusive, Place: place})
+	return g.Token, err
+}
+
+// AcquireMulti is Acquire of a set.
+func (b direct) AcquireMulti(ctx context.Context, names []string, owner string, ttl time.Duration) ([]fence.Token, error) {
+	g, err := b.Backend.Acquire(ctx, driver.Request{Names: names, Owner: owner, TTL: ttl, Kind: driver.Exclusive})
+	return g.Tokens, err
+}
+
+// Resume is Acquire with Resume.
+func (b direct) Resume(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
+	g, err := b.Backend.Acquire(ctx, driver.Request{Name: name, Owner: owner, TTL: ttl, Kind: driver.Exclusive, Resume: true})
+	return g.Token, err
+}
+
+func (b direct) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
+	return b.Backend.Extend(ctx, driver.Claim{Name: name, Owner: owner, Kind: driver.Exclusive}, ttl)
+}
+
+func (b direct) Release(ctx context.Context, name, owner string) error {
+	return b.Backend.Release(ctx, driver.Claim{Name: name, Owner: owner, Kind: driver.Exclusive})
+}
+
+// AwaitTurn is Await in a lock's line.
+func (b direct) AwaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
+	return b.Backend.Await(ctx, driver.Claim{Name: name, Owner: owner, Kind: driver.Exclusive}, max)
+}
+
+// LeaveQueue is Leave of a lock's line.
+func (b direct) LeaveQueue(ctx context.Context, name, owner string) error {
+	return b.Backend.Leave(ctx, driver.Claim{Name: name, Owner: owner, Kind: driver.Exclusive})
+}
+
+func (b direct) Inspect(ctx context.Context, name string) (lockInfo, error) {
+	di, err := b.Backend.Inspect(ctx, name, driver.Exclusive)
+	if err != nil {
+		return lockInfo{}, err
+	}
+	info := lockInfo{Waiting: di.Waiting}
+	if len(di.Holders) > 0 {
+		h := di.Holders[0]
+		info.Held, info.Owner, info.Token, info.TTL, info.Metadata = true, h.Owner, h.Token, h.TTL, h.Metadata
+	}
+	return info, nil
+}
+
+// AcquirePermit is Acquire of a permit kind.
+func (b direct) AcquirePermit(ctx context.Context, name, owner string, req permitReq) (driver.Grant, error) {
+	return b.Backend.Acquire(ctx, driver.Request{Name: name, Owner: owner, TTL: req.TTL, Kind: req.Kind, Limit: req.Limit, Place: req.Place})
+}
+
+// ExtendPermit is Extend of a permit.
+func (b direct) ExtendPermit(ctx context.Context, name, owner string, ttl time.Duration) error {
+	return b.Backend.Extend(ctx, driver.Claim{Name: name, Owner: owner, Kind: anyPermit}, ttl)
+}
+
+// ReleasePermit is Release of a permit.
+func (b direct) ReleasePermit(ctx context.Context, name, owner string) error {
+	return b.Backend.Release(ctx, driver.Claim{Name: name, Owner: owner, Kind: anyPermit})
+}
+
+// AwaitPermit is Await in a permit name's line.
+func (b direct) AwaitPermit(ctx context.Context, name, owner string, max time.Duration) error {
+	return b.Backend.Await(ctx, driver.Claim{Name: name, Owner: owner, Kind: anyPermit}, max)
+}
+
+// LeavePermitLine is Leave of a permit name's line.
+func (b direct) LeavePermitLine(ctx context.Context, name, owner string) error {
+	return b.Backend.Leave(ctx, driver.Claim{Name: name, Owner: owner, Kind: anyPermit})
+}
+
+// InspectPermits is Inspect of a permit name.
+func (b direct) InspectPermits(ctx context.Context, name string) (driver.Info, error) {
+	return b.Backend.Inspect(ctx, name, anyPermit)
+}

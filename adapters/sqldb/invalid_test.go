@@ -56,7 +56,9 @@ func (f failingConn) Close() error              { return nil }
 func (f failingConn) Begin() (driver.Tx, error) { return countingTx{}, nil }
 
 // TestBadInputNothingSent: bad arguments, names and dialects get an error
-// matching fence.ErrInvalid before any statement reaches the driver.
+// matching fence.ErrInvalid before any statement reaches the driver. A
+// Backend's requests go through a lock.Client, which checks them; the
+// Backend checks what is its own (a table name, a nil db).
 func TestBadInputNothingSent(t *testing.T) {
 	ctx := context.Background()
 	var n atomic.Int64
@@ -72,6 +74,7 @@ func TestBadInputNothingSent(t *testing.T) {
 	same := &sqldb.Options{StoreTable: sqldb.Identifier{"t"}, LeaseTable: sqldb.Identifier{"t"}}
 	owner := "owner"
 	row := sqldb.Row{Table: sqldb.Identifier{"t"}, Key: sqldb.Match{"id": 1}}
+	client := lock.New(sqldb.NewBackend(db, sqldb.MySQL, nil), nil)
 	for i, err := range []error{
 		sqldb.NewStore(db, sqldb.MySQL, nil).Put(ctx, "", 1, nil),
 		sqldb.NewStore(db, sqldb.MySQL, nil).Put(ctx, long, 1, nil),
@@ -90,7 +93,7 @@ func TestBadInputNothingSent(t *testing.T) {
 		sqldb.NewStore(db, sqldb.PostgreSQL, &sqldb.Options{StoreTable: sqldb.Identifier{"s", "t\x00"}}).Put(ctx, "k", 1, nil),
 		sqldb.NewStore(db, sqldb.MySQL, &sqldb.Options{StoreTable: sqldb.Identifier{"\xff"}}).Put(ctx, "k", 1, nil),
 		sqldb.NewStore(db, sqldb.MySQL, &sqldb.Options{StoreTable: sqldb.Identifier{""}}).Put(ctx, "k", 1, nil),
-		sqldb.NewBackend(db, sqldb.MySQL, trailing).Release(ctx, "n", owner),
+		direct{sqldb.NewBackend(db, sqldb.MySQL, trailing)}.Release(ctx, "n", owner),
 		sqldb.NewGuard(sqldb.MySQL, nil).Check(ctx, nil, "r", 1),
 		sqldb.NewGuard(sqldb.MySQL, nil).Check(ctx, tx, "r", 0),
 		sqldb.UpdateFenced(ctx, tx, sqldb.MySQL, row, 0, nil),
@@ -106,24 +109,27 @@ func TestBadInputNothingSent(t *testing.T) {
 		sqldb.Migrate(ctx, nil, sqldb.MySQL, nil),
 		sqldb.Migrate(ctx, db, sqldb.MySQL, same),
 		func() error {
-			_, err := sqldb.NewBackend(db, sqldb.MySQL, nil).Acquire(ctx, "n", owner, time.Microsecond)
+			_, err := client.TryAcquire(ctx, "n", time.Microsecond)
 			return err
 		}(),
 		func() error {
-			_, err := sqldb.NewBackend(db, sqldb.MySQL, nil).Acquire(ctx, "", owner, time.Second)
+			_, err := client.TryAcquire(ctx, "", time.Second)
 			return err
 		}(),
 		func() error {
-			_, err := sqldb.NewBackend(nil, sqldb.MySQL, nil).Acquire(ctx, "n", owner, time.Second)
+			_, err := lock.New(sqldb.NewBackend(nil, sqldb.MySQL, nil), nil).TryAcquire(ctx, "n", time.Second)
 			return err
 		}(),
 		func() error {
-			_, err := sqldb.NewBackend(db, sqldb.MySQL, nil).Acquire(lock.ContextWithMetadata(ctx, "a\x00"), "n", owner, time.Second)
+			_, err := client.TryAcquire(lock.ContextWithMetadata(ctx, "a\x00"), "n", time.Second)
 			return err
 		}(),
-		sqldb.NewBackend(db, sqldb.PostgreSQL, nil).Extend(ctx, "n", "", time.Second),
+		func() error {
+			_, err := lock.New(sqldb.NewBackend(db, sqldb.PostgreSQL, nil), nil).Resume(ctx, "n", "", time.Second)
+			return err
+		}(),
 		func() error { _, err := sqldb.NewStore(db, sqldb.MySQL, nil).Get(ctx, ""); return err }(),
-		func() error { _, err := sqldb.NewBackend(db, sqldb.MySQL, nil).Inspect(ctx, long); return err }(),
+		func() error { _, err := client.Inspect(ctx, long); return err }(),
 	} {
 		require.ErrorIs(t, err, fence.ErrInvalid, "case %d", i)
 	}

@@ -9,21 +9,20 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
-var _ lock.MultiBackend = (*Backend)(nil)
-
-// AcquireMulti takes every lock in names for owner for ttl in one
-// transaction, or none of them. The transaction runs at the server's
-// default isolation level and sends Acquire's own statement once per name,
-// in sorted name order: each takes a free or expired lock with a new token
-// (one above the row's, or above the floor row for a new name), or extends
-// owner's live lease with its token, and locks the row until the
-// transaction ends. The first name that another owner holds ends it: the
-// transaction is rolled back, so no row changed and no token was consumed,
-// and the error is a *lock.HeldError for that name with its remaining TTL.
-// Tokens come back in the order of names.
+// acquireSet takes every lock in names for owner for ttl in one
+// transaction, or none of them, storing md on each. The transaction runs at
+// the server's default isolation level and sends acquireLock's own
+// statement once per name, in sorted name order: each takes a free or
+// expired lock with a new token (one above the row's, or above the floor
+// row for a new name), or extends owner's live lease with its token, and
+// locks the row until the transaction ends. The first name that another
+// owner holds ends it: the transaction is rolled back, so no row changed
+// and no token was consumed, and the error is a *driver.HeldError for that
+// name with its remaining TTL. Tokens come back in the order of names. A
+// set is always one step here: it never returns driver.ErrNotAtomic.
 //
 // Each statement reads and locks the newest version of its row, whatever
 // the isolation level's snapshot; the floor row a new name starts from
@@ -33,19 +32,13 @@ var _ lock.MultiBackend = (*Backend)(nil)
 // The sorted order means that two sets that overlap lock their common rows
 // in the same order; a deadlock or serialization failure the server reports
 // anyway runs the transaction again (three attempts), then comes back as a
-// *ConflictError that lock.Retryable accepts. A plain Acquire of one of the
-// names waits while the transaction holds its row, so nobody sees a part of
-// the set taken. It costs len(names)+2 statements (BEGIN, one per name,
-// COMMIT), and one more to read the holder's TTL when a name is busy on
-// MySQL. Like Acquire, it does not look at the queue of queued waiting.
-func (b *Backend) AcquireMulti(ctx context.Context, names []string, owner string, ttl time.Duration) ([]fence.Token, error) {
-	if err := lock.ValidateMulti(names, owner, ttl); err != nil {
-		return nil, err
-	}
-	md := lock.MetadataFromContext(ctx)
-	if err := lock.ValidateMetadata(md); err != nil {
-		return nil, err
-	}
+// *ConflictError that driver.Retryable accepts. A single-name acquire of
+// one of the names waits while the transaction holds its row, so nobody
+// sees a part of the set taken. It costs len(names)+2 statements (BEGIN,
+// one per name, COMMIT), and one more to read the holder's TTL when a name
+// is busy on MySQL. Like acquireLock, it does not look at the queue of
+// queued waiting.
+func (b *Backend) acquireSet(ctx context.Context, names []string, owner string, ttl time.Duration, md string) ([]fence.Token, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
@@ -61,12 +54,12 @@ func (b *Backend) AcquireMulti(ctx context.Context, names []string, owner string
 	slices.SortFunc(order, func(i, j int) int { return cmp.Compare(names[i], names[j]) })
 	where := fmt.Sprintf("acquire %q", names)
 	for attempt := 1; ; attempt++ {
-		tokens, err := b.acquireMulti(ctx, names, order, owner, ttl, md)
+		tokens, err := b.acquireSetOnce(ctx, names, order, owner, ttl, md)
 		switch {
 		case err != nil && isConflict(err) && attempt < 3 && ctx.Err() == nil:
 			continue // the transaction was rolled back whole: run it again
 		case err != nil:
-			var held *lock.HeldError
+			var held *driver.HeldError
 			if errors.As(err, &held) {
 				return nil, err
 			}
@@ -76,9 +69,9 @@ func (b *Backend) AcquireMulti(ctx context.Context, names []string, owner string
 	}
 }
 
-// acquireMulti runs AcquireMulti's transaction once. Its errors are the
-// driver's, unwrapped, or a *lock.HeldError.
-func (b *Backend) acquireMulti(ctx context.Context, names []string, order []int, owner string, ttl time.Duration, md string) (tokens []fence.Token, err error) {
+// acquireSetOnce runs acquireSet's transaction once. Its errors are the
+// driver's, unwrapped, or a *driver.HeldError.
+func (b *Backend) acquireSetOnce(ctx context.Context, names []string, order []int, owner string, ttl time.Duration, md string) (tokens []fence.Token, err error) {
 	tx, err := b.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -103,13 +96,13 @@ func (b *Backend) acquireMulti(ctx context.Context, names []string, order []int,
 				// the row, so a locking read (the newest version, not
 				// REPEATABLE READ's snapshot) gives the holder's TTL as it
 				// stands, without waiting.
-				info, err := b.lookupOn(ctx, tx, b.lookup+" FOR UPDATE", names[i])
+				row, err := b.lookupOn(ctx, tx, b.lookup+" FOR UPDATE", names[i])
 				if err != nil {
 					return nil, err
 				}
-				heldFor = info.TTL
+				heldFor = row.ttl
 			}
-			return nil, &lock.HeldError{Name: names[i], TTL: heldFor}
+			return nil, &driver.HeldError{Name: names[i], TTL: heldFor}
 		}
 		tokens[i] = token
 	}

@@ -15,12 +15,12 @@ import (
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
-	"github.com/fencekit/fencekit/lock/locktest"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // TestAcquireMultiChangesNothingWhenBusy: on every server configuration, a
 // set with one name held by another owner is refused as a whole with a
-// *lock.HeldError naming it and its TTL; the transaction is rolled back,
+// *driver.HeldError naming it and its TTL; the transaction is rolled back,
 // so the names before it in sorted order (which its statements had taken)
 // are free again and their next tokens are the ones they would have been:
 // the refused attempt consumed none. A free set given out of order gets its
@@ -30,7 +30,7 @@ func TestAcquireMultiChangesNothingWhenBusy(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			ctx := testCtx(t)
 			db := s.open(t, nil)
-			b := sqldb.NewBackend(db, s.d, tables(t, db, s.d))
+			b := newDirect(db, s.d, tables(t, db, s.d))
 			a, mid, c := "a", "b", "c"
 			o, x := testkit.Owner(t), testkit.Owner(t)+"x"
 			ta, err := b.Acquire(ctx, a, o, time.Minute)
@@ -42,7 +42,7 @@ func TestAcquireMultiChangesNothingWhenBusy(t *testing.T) {
 			// c is last in sorted order: a and b were taken in the
 			// transaction before it met c.
 			_, err = b.AcquireMulti(ctx, []string{c, mid, a}, o, time.Minute)
-			var held *lock.HeldError
+			var held *driver.HeldError
 			require.ErrorAs(t, err, &held)
 			require.Equal(t, c, held.Name)
 			require.Greater(t, held.TTL, 30*time.Second)
@@ -80,13 +80,13 @@ func TestAcquireMultiChangesNothingWhenBusy(t *testing.T) {
 	}
 }
 
-// TestAcquireMultiStatements counts the round trips of AcquireMulti on one
+// TestAcquireMultiStatements counts the round trips of a set's Acquire on one
 // warm connection, where each statement is one round trip (MariaDB with
 // interpolateParams=true; pgx's database/sql driver, which caches its
 // prepared statements): BEGIN, one statement per name, COMMIT; when a name
 // is busy, the statements up to it, one read of the holder's TTL (MySQL
-// only) and ROLLBACK. The Client's in-order path takes one round trip per
-// name.
+// only) and ROLLBACK. The Client's in-order path (over a Backend whose
+// sets are not atomic: driver.ErrNotAtomic) takes one round trip per name.
 func TestAcquireMultiStatements(t *testing.T) {
 	for _, d := range []sqldb.Dialect{sqldb.MySQL, sqldb.PostgreSQL} {
 		t.Run(d.String(), func(t *testing.T) {
@@ -116,7 +116,7 @@ func TestAcquireMultiStatements(t *testing.T) {
 				t.Cleanup(func() { _ = db.Close() })
 			}
 			db.SetMaxOpenConns(1)
-			b := sqldb.NewBackend(db, d, tables(t, db, d))
+			b := newDirect(db, d, tables(t, db, d))
 			o, x := testkit.Owner(t), testkit.Owner(t)+"x"
 			count := func(f func()) int {
 				t.Helper()
@@ -137,7 +137,7 @@ func TestAcquireMultiStatements(t *testing.T) {
 			_, err = b.AcquireMulti(ctx, []string{"warm"}, x, time.Minute)
 			require.ErrorIs(t, err, lock.ErrHeld)
 
-			client := lock.New(b, nil)
+			client := lock.New(b.Backend, nil)
 			var set *lock.MultiLease
 			n := count(func() {
 				set, err = client.TryAcquireMulti(ctx, names, time.Minute)
@@ -159,7 +159,7 @@ func TestAcquireMultiStatements(t *testing.T) {
 			require.Equal(t, busy, n, "round trips of a set refused at its third name")
 			require.NoError(t, b.Release(ctx, "c", x))
 
-			inOrder := lock.New(locktest.WithoutMulti(b), nil)
+			inOrder := lock.New(notAtomic{b.Backend}, nil)
 			n = count(func() {
 				set, err = inOrder.TryAcquireMulti(ctx, names, time.Minute)
 				require.NoError(t, err)
@@ -169,4 +169,16 @@ func TestAcquireMultiStatements(t *testing.T) {
 			t.Logf("%s, %d names: AcquireMulti %d round trips, %d when refused at the third name; in order %d", d, len(names), len(names)+2, busy, len(names))
 		})
 	}
+}
+
+// notAtomic is a Backend that cannot take a set in one step: its Acquire of
+// a set returns driver.ErrNotAtomic, sending nothing, so that the Client
+// takes the names one by one.
+type notAtomic struct{ driver.Backend }
+
+func (b notAtomic) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if req.Names != nil {
+		return driver.Grant{}, driver.ErrNotAtomic
+	}
+	return b.Backend.Acquire(ctx, req)
 }

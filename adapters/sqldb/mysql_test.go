@@ -16,6 +16,7 @@ import (
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // TestKeysByteExact: keys and lock names differing only in case, a
@@ -55,7 +56,7 @@ func TestKeysByteExact(t *testing.T) {
 				require.True(t, c1 && c2 && c3 && c4, "collations: %v %v %v %v", c1, c2, c3, c4)
 			}
 
-			b := sqldb.NewBackend(db, s.d, opts)
+			b := newDirect(db, s.d, opts)
 			owner := testkit.Owner(t)
 			// Distinct names are distinct rows: each gets a new row's
 			// first token (the floor row's plus one).
@@ -96,7 +97,7 @@ func TestEqualWriteIsNotStale(t *testing.T) {
 			require.ErrorAs(t, st.Advance(ctx, "k", 3), &se)
 			require.Equal(t, fence.StaleError{Key: "k", Token: 3, Fence: 5}, *se)
 
-			b := sqldb.NewBackend(db, sqldb.MySQL, opts)
+			b := newDirect(db, sqldb.MySQL, opts)
 			owner := testkit.Owner(t)
 			tok, err := b.Acquire(ctx, "l", owner, time.Hour)
 			require.NoError(t, err)
@@ -169,7 +170,7 @@ func TestGuardDeadlockIsConflict(t *testing.T) {
 				require.Equal(t, -1, victim, "both transactions got a conflict")
 				var ce *sqldb.ConflictError
 				require.ErrorAs(t, r.err, &ce)
-				require.True(t, lock.Retryable(r.err), "a conflict is retryable")
+				require.True(t, driver.Retryable(r.err), "a conflict is retryable")
 				victim = r.tx
 				if s.d == sqldb.MySQL {
 					_, err := txs[victim].ExecContext(ctx, "INSERT INTO after_conflict VALUES (1)")
@@ -285,7 +286,7 @@ func TestBackendDatabaseClock(t *testing.T) {
 	west.Params = map[string]string{"time_zone": "'-07:00'"}
 	dbE, dbW := testkit.OpenMySQL(t, east), testkit.OpenMySQL(t, west)
 	opts := tables(t, dbE, sqldb.MySQL)
-	bE, bW := sqldb.NewBackend(dbE, sqldb.MySQL, opts), sqldb.NewBackend(dbW, sqldb.MySQL, opts)
+	bE, bW := newDirect(dbE, sqldb.MySQL, opts), newDirect(dbW, sqldb.MySQL, opts)
 	a, b := testkit.Owner(t), testkit.Owner(t)
 	tok, err := bE.Acquire(ctx, "l", a, time.Minute)
 	require.NoError(t, err)
@@ -294,7 +295,7 @@ func TestBackendDatabaseClock(t *testing.T) {
 	require.True(t, info.Held && info.Owner == a && info.Token == tok, "west sees %+v", info)
 	require.True(t, info.TTL > 50*time.Second && info.TTL <= time.Minute, "TTL %v from another time zone", info.TTL)
 	_, err = bW.Acquire(ctx, "l", b, time.Minute)
-	var held *lock.HeldError
+	var held *driver.HeldError
 	require.ErrorAs(t, err, &held)
 	require.True(t, held.TTL > 50*time.Second, "held TTL %v", held.TTL)
 
@@ -341,7 +342,7 @@ func TestServerCodeFromDrivers(t *testing.T) {
 		}
 		err := sqldb.NewStore(db, d, nil).Put(ctx, "k", 1, nil)
 		require.Equal(t, c.conflict, errors.Is(err, sqldb.ErrConflict), "%v", err)
-		require.Equal(t, c.conflict, lock.Retryable(err), "retryable %v", err)
+		require.Equal(t, c.conflict, driver.Retryable(err), "retryable %v", err)
 		require.ErrorIs(t, err, c.err)
 		// An autocommit statement ended by a conflict was undone whole:
 		// the Store runs it three times in all before giving up.
@@ -365,7 +366,7 @@ func TestServerCodeFromDrivers(t *testing.T) {
 	db := testkit.MySQL(t)
 	err := sqldb.NewStore(db, sqldb.MySQL, nil).Put(ctx, "k", 1, nil)
 	require.Error(t, err)
-	require.False(t, lock.Retryable(err), "missing table retryable: %v", err)
+	require.False(t, driver.Retryable(err), "missing table retryable: %v", err)
 	var me *mysql.MySQLError
 	require.ErrorAs(t, err, &me)
 }
@@ -385,7 +386,7 @@ func TestIdentifiersQuoted(t *testing.T) {
 			rec, err := st.Get(ctx, "k'; --")
 			require.NoError(t, err)
 			require.Equal(t, "v", string(rec.Value))
-			_, err = sqldb.NewBackend(db, s.d, opts).Acquire(ctx, "n", testkit.Owner(t), time.Minute)
+			_, err = newDirect(db, s.d, opts).Acquire(ctx, "n", testkit.Owner(t), time.Minute)
 			require.NoError(t, err)
 
 			same := &sqldb.Options{StoreTable: sqldb.Identifier{"x"}, LeaseTable: sqldb.Identifier{"x"}}
@@ -511,14 +512,13 @@ func TestSimultaneousAssignment(t *testing.T) {
 			require.ErrorIs(t, err, fence.ErrNotFound)
 			require.Equal(t, fence.Token(8), rec.Fence)
 
-			b := sqldb.NewBackend(db, sqldb.MySQL, opts)
+			b := newDirect(db, sqldb.MySQL, opts)
 			a, c := testkit.Owner(t), testkit.Owner(t)
-			mdCtx := lock.ContextWithMetadata(ctx, "holder a")
-			t1, err := b.Acquire(mdCtx, "l", a, 50*time.Millisecond)
+			t1, err := b.AcquireMeta(ctx, "l", a, 5*time.Second, "holder a") // long enough for the next two calls on a loaded machine
 			require.NoError(t, err)
 			_, err = b.Acquire(ctx, "l", c, time.Minute)
 			require.ErrorIs(t, err, lock.ErrHeld)
-			again, err := b.Acquire(mdCtx, "l", a, time.Minute) // same owner: same token, new expiry
+			again, err := b.AcquireMeta(ctx, "l", a, time.Minute, "holder a") // same owner: same token, new expiry
 			require.NoError(t, err)
 			require.Equal(t, t1, again)
 			info, err := b.Inspect(ctx, "l")

@@ -12,7 +12,7 @@ import (
 	"time"
 	"weak"
 
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // On MySQL, Guard.Check lets one transaction at a time wait in InnoDB for a
@@ -28,7 +28,7 @@ func (f *fencer) oneWaiter(ctx context.Context, tx *sql.Tx, key string, run func
 		return classify(ctx, f.d, f.table, fixMigrate, fmt.Sprintf("guard check %q: named lock", key), err)
 	}
 	if !got.Valid || got.Int64 != 1 {
-		return lock.Transient(&ConflictError{Op: fmt.Sprintf("guard check %q", key), Err: errors.New("timed out waiting for the resource's named lock (GET_LOCK)")})
+		return driver.Transient(&ConflictError{Op: fmt.Sprintf("guard check %q", key), Err: errors.New("timed out waiting for the resource's named lock (GET_LOCK)")})
 	}
 	err := run()
 	// Released even when ctx has ended: the lock is the session's, and

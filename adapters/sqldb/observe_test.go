@@ -34,13 +34,11 @@ func TestStaleRefusalsReachTheObserver(t *testing.T) {
 
 			var mu sync.Mutex
 			var stale []lock.Event
-			client := lock.New(sqldb.NewBackend(db, s.d, nil), &lock.Options{Observer: func(e lock.Event) {
-				if e.Kind == lock.EventStale {
-					mu.Lock()
-					stale = append(stale, e)
-					mu.Unlock()
-				}
-			}})
+			client := lock.New(sqldb.NewBackend(db, s.d, nil), &lock.Options{Observer: &lock.Observer{Stale: func(e lock.Event) {
+				mu.Lock()
+				stale = append(stale, e)
+				mu.Unlock()
+			}}})
 			row := sqldb.Row{Table: sqldb.Identifier{"jobs"}, Key: sqldb.Match{"id": 1}}
 			err = client.Do(ctx, "jobs", time.Minute, func(ctx context.Context, lease *lock.Lease) error {
 				tx, err := db.BeginTx(ctx, nil)

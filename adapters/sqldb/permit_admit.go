@@ -5,12 +5,12 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // permitName is a permit name's row of the names table.
 type permitName struct {
-	kind       lock.PermitKind // the shape: SemaphorePermit or WritePermit (0: never set)
+	kind       driver.Kind // the shape: Semaphore, or Write for a read-write lock (0: never set)
 	limit      int
 	token      int64 // the last token issued
 	lastWriter int64
@@ -21,7 +21,7 @@ type permitName struct {
 // in line when token is 0.
 type permitOwner struct {
 	owner   string
-	kind    lock.PermitKind
+	kind    driver.Kind
 	token   int64
 	prior   int64
 	arrival int64
@@ -31,12 +31,12 @@ type permitOwner struct {
 func (o permitOwner) live() bool  { return o.left > 0 }
 func (o permitOwner) place() bool { return o.token == 0 }
 
-// permitPlan is what one AcquirePermit does, decided from the rows it
+// permitPlan is what one acquirePermit does, decided from the rows it
 // read under the name's lock: nothing (refused, or a shape mismatch), or
 // one owner row to write and the name's row.
 type permitPlan struct {
 	err     error // refused, or ErrShapeMismatch: nothing is written
-	permit  lock.Permit
+	grant   driver.Grant
 	write   bool        // put row, and name's row as next
 	row     permitOwner // owner's permit, or its place (token 0)
 	next    permitName
@@ -46,14 +46,14 @@ type permitPlan struct {
 // admitted reports whether the plan grants a permit.
 func (p permitPlan) admitted() bool { return p.write && p.row.token != 0 }
 
-// planPermit decides AcquirePermit(name, owner, req) on the name's row and
-// every owner row, by the rules of lock.PermitBackend: expired rows count
+// planPermit decides acquirePermit(req) for owner on the name's row and
+// every owner row, by the rules of the driver contract: expired rows count
 // for nothing (and are dropped when anything is written), a name whose
 // live rows are of another shape is refused, owner's own live permit is
 // extended, and otherwise owner is admitted when the permits and the
 // places ahead of it leave room, or keeps (or takes) a place when req asks
 // for one.
-func planPermit(name, owner string, n permitName, rows []permitOwner, req lock.PermitRequest) permitPlan {
+func planPermit(name, owner string, n permitName, rows []permitOwner, req driver.Request) permitPlan {
 	var (
 		own     *permitOwner
 		live    []permitOwner
@@ -72,22 +72,22 @@ func planPermit(name, owner string, n permitName, rows []permitOwner, req lock.P
 		}
 	}
 	idle := len(live) == 0 && own == nil
-	if !idle && !lock.SameShape(n.kind, n.limit, req) {
-		return permitPlan{err: lock.ShapeMismatch(name, n.kind, n.limit, req)}
+	if !idle && !driver.SameShape(n.kind, n.limit, req) {
+		return permitPlan{err: driver.ShapeMismatch(name, n.kind, n.limit, req)}
 	}
 	plan := permitPlan{expired: expired, next: n}
 	if idle {
 		plan.next.kind, plan.next.limit = req.Kind, req.Limit
-		if req.Kind != lock.SemaphorePermit {
-			plan.next.kind = lock.WritePermit
+		if req.Kind != driver.Semaphore {
+			plan.next.kind = driver.Write
 		}
 	}
 	if own != nil && !own.place() {
 		if own.kind != req.Kind {
-			return permitPlan{err: fmt.Errorf("%w: %q: the owner holds a %v permit, asked for a %v permit", lock.ErrShapeMismatch, name, own.kind, req.Kind)}
+			return permitPlan{err: fmt.Errorf("%w: %q: the owner holds a %v permit, asked for a %v permit", driver.ErrShapeMismatch, name, own.kind, req.Kind)}
 		}
 		plan.write, plan.row = true, *own
-		plan.permit = lock.Permit{Token: fence.Token(own.token), PriorWriter: fence.Token(own.prior)}
+		plan.grant = driver.Grant{Token: fence.Token(own.token), PriorWriter: fence.Token(own.prior)}
 		return plan
 	}
 	var (
@@ -99,35 +99,39 @@ func planPermit(name, owner string, n permitName, rows []permitOwner, req lock.P
 		switch {
 		case !r.place():
 			permits++
-			writer = writer || r.kind == lock.WritePermit
+			writer = writer || r.kind == driver.Write
 			if held == 0 || r.left < held {
 				held = r.left
 			}
 		case own == nil || r.arrival < own.arrival || (r.arrival == own.arrival && r.owner < owner):
 			ahead++
-			writer = writer || r.kind == lock.WritePermit
+			writer = writer || r.kind == driver.Write
 		}
 	}
 	var admit bool
 	switch req.Kind {
-	case lock.SemaphorePermit:
+	case driver.Semaphore:
 		admit = permits+ahead < req.Limit
-	case lock.WritePermit:
+	case driver.Write:
 		admit = permits == 0 && ahead == 0
-	case lock.ReadPermit:
+	case driver.Read:
 		admit = !writer
 	}
 	if admit {
 		plan.next.token++
-		plan.permit = lock.Permit{Token: fence.Token(plan.next.token), PriorWriter: fence.Token(n.lastWriter)}
-		if req.Kind == lock.WritePermit {
+		plan.grant = driver.Grant{Token: fence.Token(plan.next.token), PriorWriter: fence.Token(n.lastWriter)}
+		if req.Kind == driver.Write {
 			plan.next.lastWriter = plan.next.token
 		}
 		plan.write = true
 		plan.row = permitOwner{owner: owner, kind: req.Kind, token: plan.next.token, prior: n.lastWriter}
 		return plan
 	}
-	plan.err = &lock.HeldError{Name: name, TTL: held}
+	he := &driver.HeldError{Name: name, TTL: held}
+	if plan.next.kind == driver.Semaphore {
+		he.Permits = plan.next.limit // the message says the semaphore is full
+	}
+	plan.err = he
 	if req.Place == 0 {
 		return permitPlan{err: plan.err}
 	}

@@ -2,10 +2,12 @@ package sqldb
 
 import (
 	"fmt"
+
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // permitIdentifiers are the two tables of semaphores and read-write locks
-// (Backend.AcquirePermit) that go with the lease table leases, in the same
+// (acquirePermit) that go with the lease table leases, in the same
 // database or schema: the lease table's name with "_permit_names" (one
 // row per permit name: its shape, token counter and last writer, kept for
 // ever) and "_permit_owners" (one row per owner of a name: its permit, or
@@ -35,9 +37,9 @@ func (o *Options) permitTables(d Dialect) (names, owners string, err error) {
 
 // permitTablesSQL creates the permit tables.
 //
-// names: kind and max_permits are the name's shape (lock.SemaphorePermit
-// and its limit, or lock.WritePermit for a read-write lock), as set by the
-// acquire that last found the name idle; token is the last token issued,
+// names: kind and max_permits are the name's shape (a semaphore and its
+// limit, or a read-write lock; see kindCode), as set by the acquire that
+// last found the name idle; token is the last token issued,
 // last_writer the token of the newest write permit, arrivals the number of
 // places ever added (the order of the line). The row is never deleted, so
 // tokens keep rising for as long as the table lives.
@@ -91,4 +93,34 @@ func permitTablesSQL(d Dialect, names, owners string) []string {
     PRIMARY KEY (name, owner)
 )`, owners),
 	}
+}
+
+// kindCode is how the kind columns store a permit kind: 1 for a semaphore,
+// 2 for read, 3 for write, the codes of the tables' first version (0 in
+// the names table: no shape yet). Tables written by an earlier version, and
+// processes of one sharing them during an upgrade, read the same.
+func kindCode(k driver.Kind) int {
+	switch k {
+	case driver.Semaphore:
+		return 1
+	case driver.Read:
+		return 2
+	case driver.Write:
+		return 3
+	}
+	return 0
+}
+
+// codeKind is the permit kind that a kind column's code stores (see
+// kindCode); 0 for none.
+func codeKind(c int64) driver.Kind {
+	switch c {
+	case 1:
+		return driver.Semaphore
+	case 2:
+		return driver.Read
+	case 3:
+		return driver.Write
+	}
+	return 0
 }

@@ -12,6 +12,12 @@ type permitSQL struct {
 	// the acquires of one name run one at a time. PostgreSQL: it also
 	// returns the row (the columns of readRow's first five).
 	lock string
+	// claim (MySQL) inserts the owner's row when it is missing, as a
+	// placeholder that counts for nothing (no token, no kind, expired
+	// long ago), and locks it: the acquire's one insert into the owners
+	// table, made before its locking read takes any gap lock (see
+	// acquirePermit). Rolled back unless the acquire writes the row.
+	claim string
 	// read returns name's row joined with its owners' rows (see
 	// scanPermitRows), every owner row, expired or not, with its
 	// remaining time on the server's clock; MySQL's locked variant
@@ -35,6 +41,8 @@ func newPermitSQL(d Dialect, opts *Options) permitSQL {
 	p := permitSQL{names: names, owners: owners}
 	if d == MySQL {
 		p.lock = fmt.Sprintf("INSERT INTO %s (`name`) VALUES (?) ON DUPLICATE KEY UPDATE `name` = `name`", names)
+		p.claim = fmt.Sprintf("INSERT INTO %s (`name`, `owner`, `kind`, `token`, `expires_at`) VALUES (?, ?, 0, NULL, '1970-01-01 00:00:00')\n"+
+			"ON DUPLICATE KEY UPDATE `name` = `name`", owners)
 		// An InnoDB locking read sees the newest committed rows, whatever
 		// the isolation level, and holds them until commit: a concurrent
 		// Extend or Release of one of them waits, and then finds what

@@ -6,14 +6,14 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/internal/wake"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // permitWaiters are the owners in a permit name's line through one
-// Backend, each with a mailbox, so that a ReleasePermit or LeavePermitLine
+// Backend, each with a mailbox, so that a releasePermit or leavePermitLine
 // through the same Backend wakes them at once. A waiter is registered by
-// an AcquirePermit that asks for a place, before its transaction, so that
-// a wake-up sent after it committed is kept for AwaitPermit; it is
+// an acquirePermit that asks for a place, before its transaction, so that
+// a wake-up sent after it committed is kept for awaitPermit; it is
 // forgotten when it is admitted or leaves the line, or when it has not
 // renewed its place for longer than twice its place TTL (it gave up
 // without a word).
@@ -60,7 +60,7 @@ func (w *permitWaiters) line(name string) map[string]*permitWaiter {
 }
 
 // box returns owner's mailbox, or nil when owner is not in name's line
-// here (AwaitPermit without a kept place: it re-checks only).
+// here (awaitPermit without a kept place: it re-checks only).
 func (w *permitWaiters) box(name, owner string) chan struct{} {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -92,26 +92,23 @@ func (w *permitWaiters) wake(name string) {
 	}
 }
 
-// AwaitPermit waits until owner may be let in on name, max has passed, or
-// ctx ends: nil in the first two cases (the caller then asks AcquirePermit
+// awaitPermit waits until owner may be let in on name, max has passed, or
+// ctx ends: nil in the first two cases (the caller then asks acquirePermit
 // again), an error matching ctx.Err() in the third.
 //
 // database/sql has no push, so a wait ends in one of two ways. A
-// ReleasePermit or LeavePermitLine through the same Backend wakes the
-// waiters of the name at once (a wake-up sent after AcquirePermit kept the
-// place is kept until AwaitPermit reads it). A release through another
+// releasePermit or leavePermitLine through the same Backend wakes the
+// waiters of the name at once (a wake-up sent after acquirePermit kept the
+// place is kept until awaitPermit reads it). A release through another
 // Backend, another process, or an expiry is seen by re-checking: one
 // read-only statement that reads the name's rows and applies
-// AcquirePermit's rules, QueuePoll after the wait began, then a quarter
+// acquirePermit's rules, QueuePoll after the wait began, then a quarter
 // later each time, up to MaxQueuePoll. So across processes the wake-up
 // latency is at most MaxQueuePoll (20 ms) plus one statement, once a wait
 // has lasted about 100 ms, and each waiter costs at most one statement per
 // MaxQueuePoll. A failed re-check ends the wait early, so that the
-// caller's next AcquirePermit reports the failure.
-func (b *Backend) AwaitPermit(ctx context.Context, name, owner string, max time.Duration) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
+// caller's next acquirePermit reports the failure.
+func (b *Backend) awaitPermit(ctx context.Context, name, owner string, max time.Duration) error {
 	if err := b.permitReady(ctx); err != nil {
 		return err
 	}
@@ -153,7 +150,7 @@ func (b *Backend) AwaitPermit(ctx context.Context, name, owner string, max time.
 	}
 }
 
-// permitTurn reports whether AcquirePermit would now let owner in, by its
+// permitTurn reports whether acquirePermit would now let owner in, by its
 // own place's kind (or owner has no live place, and must renew it): one
 // read-only statement.
 func (b *Backend) permitTurn(ctx context.Context, name, owner string) (bool, error) {
@@ -163,8 +160,8 @@ func (b *Backend) permitTurn(ctx context.Context, name, owner string) (bool, err
 	}
 	for _, r := range rows {
 		if r.owner == owner && r.live() && r.place() {
-			req := lock.PermitRequest{Kind: r.kind, TTL: lock.MinTTL, Place: lock.MinPlaceTTL}
-			if r.kind == lock.SemaphorePermit {
+			req := driver.Request{Name: name, Owner: owner, Kind: r.kind, TTL: driver.MinTTL, Place: driver.MinPlaceTTL}
+			if r.kind == driver.Semaphore {
 				req.Limit = n.limit
 			}
 			return planPermit(name, owner, n, rows, req).admitted(), nil

@@ -11,10 +11,8 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/pgqueue"
 	"github.com/fencekit/fencekit/internal/wake"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
-
-var _ lock.QueueBackend = (*Backend)(nil)
 
 // QueuePoll and MaxQueuePoll bound how often the first waiter in line asks
 // again whether the lock is free: database/sql offers no wake-up (no
@@ -23,7 +21,7 @@ var _ lock.QueueBackend = (*Backend)(nil)
 // up to MaxQueuePoll, so that a short hold is handed over within a few
 // milliseconds and a long one costs at most one statement per MaxQueuePoll.
 // A waiter n places behind re-checks at about half the time its turn is
-// still away (see Backend.AwaitTurn), and at the latest at its place's
+// still away (see Backend.Await), and at the latest at its place's
 // renewal. Of the waiters for one name through one Backend only the one
 // furthest ahead re-checks; the others wait in memory for it to take the
 // lock or leave. Waiters still take their turns in arrival order.
@@ -71,9 +69,13 @@ type queueSQL struct {
 	// place goes, and expired places with it (every statement ignores
 	// them until then).
 	took string
-	// AwaitTurn's re-check, a read: the lock's token, whether it is held,
+	// awaitTurn's re-check, a read: the lock's token, whether it is held,
 	// and the live places ahead of owner's.
 	poll string
+	// inspectLock's read: the lease row's owner, token, remaining TTL and
+	// metadata (NULL when the name has no row), and the live places in
+	// line. Parameters: name, name.
+	inspect string
 	// Owner's place goes (on PostgreSQL, notifying the next waiter if it
 	// listens and the lock is free).
 	leave string
@@ -130,6 +132,11 @@ func mysqlQueueSQL(leases, queue string) queueSQL {
 			"  (SELECT COUNT(*) FROM (%[2]s) a),\n"+
 			"  (SELECT `token` FROM %[1]s WHERE `name` = ?)", leases, mysqlAhead(queue)),
 		leave: fmt.Sprintf("DELETE FROM %s WHERE `name` = ? AND `owner` = ?", queue),
+		// The lease row joined to one row, so that a name without a row
+		// still counts its places.
+		inspect: fmt.Sprintf("SELECT l.`owner`, l.`token`, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), l.`expires_at`), l.`metadata`,\n"+
+			"  (SELECT COUNT(*) FROM %[2]s w WHERE w.`name` = ? AND w.`expires_at` > UTC_TIMESTAMP(6))\n"+
+			"FROM (SELECT 1 AS `one`) o LEFT JOIN %[1]s l ON l.`name` = ?", leases, queue),
 		// Parameters: name, name, then mysqlAhead's owner, name, owner.
 		poll: fmt.Sprintf("SELECT (SELECT `token` FROM %[1]s WHERE `name` = ?),\n"+
 			"  (SELECT COUNT(*) FROM %[1]s WHERE `name` = ? AND `owner` IS NOT NULL AND `expires_at` > UTC_TIMESTAMP(6)),\n"+
@@ -148,6 +155,10 @@ func postgresQueueSQL(leases, queue string) queueSQL {
 		poll: fmt.Sprintf(`SELECT (SELECT token FROM %[1]s WHERE name = $1),
     (SELECT count(*) FROM %[1]s WHERE name = $1 AND owner IS NOT NULL AND expires_at > statement_timestamp()),
     (%[2]s)`, leases, q.Ahead),
+		// $1 name, $2 name (the same parameter list as MySQL's).
+		inspect: fmt.Sprintf(`SELECT l.owner, l.token, floor(extract(epoch FROM l.expires_at - clock_timestamp()) * 1000000)::bigint, l.metadata,
+    (SELECT count(*) FROM %[2]s w WHERE w.name = $1 AND w.expires_at > statement_timestamp())
+FROM (SELECT 1) o LEFT JOIN %[1]s l ON l.name = $2`, leases, queue),
 		release: q.Release,
 		leave:   q.Leave,
 	}
@@ -156,35 +167,29 @@ func postgresQueueSQL(leases, queue string) queueSQL {
 // waitKey names owner's place in name's queue in the Backend's memory.
 func waitKey(name, owner string) string { return name + "\x00" + owner }
 
-// AcquireOrEnqueue takes name for owner when the lock is free and no live
-// place in its queue is ahead of owner's, minting the token exactly as
-// Acquire does (the same statement, with the queue in its condition), or
-// extends owner's own lease. Otherwise it keeps owner's place in the queue
-// table for placeTTL on the database clock (adding it at the tail when
-// owner has none or its place had expired) and returns a *lock.HeldError:
-// with the holder's remaining TTL when owner is first in line, 0
-// otherwise. Expired places count for nothing from the moment they expire.
+// acquireInLine is an Acquire with a place in line: it takes name for
+// owner when the lock is free and no live place in its queue is ahead of
+// owner's, minting the token exactly as acquireLock does (the same
+// statement, with the queue in its condition), or extends owner's own
+// lease. Otherwise it keeps owner's place in the queue table for placeTTL
+// on the database clock (adding it at the tail when owner has none or its
+// place had expired) and returns a *driver.HeldError: with the holder's
+// remaining TTL when owner is first in line, 0 otherwise. Expired places
+// count for nothing from the moment they expire.
 //
 // On PostgreSQL it is one statement, which also deletes expired places. On
 // MySQL, when nobody waits, it is one statement too (the take, as
-// Acquire); a refused take adds two autocommit statements (keep owner's
-// place, read the position), and a take by an owner that had queued
-// through this Backend adds one that deletes its place and the expired
-// ones.
+// acquireLock's); a refused take adds two autocommit statements (keep
+// owner's place, read the position), and a take by an owner that had
+// queued through this Backend adds one that deletes its place and the
+// expired ones.
 //
 // Run Migrate after upgrading: until the queue table exists, it falls back
-// to a plain Acquire, which may take a free lock ahead of others, and
-// AwaitTurn then backs off as a Client's polling does (waiting as before
+// to acquireLock, which may take a free lock ahead of others, and
+// awaitTurn then backs off as a Client's polling does (waiting as before
 // queued waiting, unfair but working). A missing lease table is still
 // ErrNotMigrated.
-func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, placeTTL time.Duration) (fence.Token, error) {
-	md, err := lock.ValidateAcquire(ctx, name, owner, ttl)
-	if err != nil {
-		return 0, err
-	}
-	if err := lock.ValidatePlace(name, owner, ttl, placeTTL); err != nil {
-		return 0, err
-	}
+func (b *Backend) acquireInLine(ctx context.Context, name, owner string, ttl, placeTTL time.Duration, md string) (fence.Token, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
@@ -196,13 +201,14 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 		if err != nil {
 			return 0, classify(ctx, b.d, b.table, fixMigrate, where, err)
 		}
-		return 0, &lock.HeldError{Name: name} // others are ahead
+		return 0, &driver.HeldError{Name: name} // others are ahead
 	}
 	for attempt := 1; ; attempt++ {
 		var (
 			token fence.Token
 			held  time.Duration
 			ahead int64
+			err   error
 		)
 		if b.d == MySQL {
 			token, held, ahead, err = b.acquireQueuedMySQL(ctx, name, owner, ttl, placeTTL, md)
@@ -217,7 +223,7 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 			if errors.Is(err, ErrNotMigrated) {
 				// No queue table yet: poll, as a Backend without queued
 				// waiting does (queue_fallback.go).
-				return b.acquireUnqueued(ctx, name, owner, ttl)
+				return b.acquireUnqueued(ctx, name, owner, ttl, md)
 			}
 			return 0, err
 		case token > 0:
@@ -227,7 +233,7 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 		}
 		b.unqueued.Forget(waitKey(name, owner)) // in line: re-checks its turn again
 		b.pace(name, owner).placed(ahead, placeTTL)
-		he := &lock.HeldError{Name: name}
+		he := &driver.HeldError{Name: name}
 		if ahead == 0 {
 			// First in line: the holder's TTL, or (a lock that looked
 			// free, released in between) ask again at once.
@@ -237,7 +243,7 @@ func (b *Backend) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl,
 	}
 }
 
-// acquireQueuedPostgres runs the one statement of AcquireOrEnqueue.
+// acquireQueuedPostgres runs the one statement of acquireInLine.
 func (b *Backend) acquireQueuedPostgres(ctx context.Context, name, owner string, ttl, placeTTL time.Duration, md string) (fence.Token, time.Duration, int64, error) {
 	var token, heldMicros, ahead sql.NullInt64
 	err := b.db.QueryRowContext(ctx, b.q.acquire, name, owner, ttl.Microseconds(), md, placeTTL.Microseconds()).
@@ -288,7 +294,7 @@ func (b *Backend) acquireQueuedMySQL(ctx context.Context, name, owner string, tt
 	return 0, time.Duration(heldMicros.Int64) * time.Microsecond, ahead, nil
 }
 
-// AwaitTurn waits until it is owner's turn (the lock is free and no live
+// awaitTurn waits until it is owner's turn (the lock is free and no live
 // place is ahead of owner's), max has passed, or ctx ends. database/sql
 // offers no wake-up, so it finds out by re-checking with one read-only
 // statement: the first waiter in line QueuePoll after it became first,
@@ -297,17 +303,14 @@ func (b *Backend) acquireQueuedMySQL(ctx context.Context, name, owner string, tt
 // places ahead times the time per turn, measured from the lock's token as
 // it rises between re-checks), and every (n+1)·QueuePoll before it has
 // measured that. A failed re-check ends the wait early, so that the
-// caller's next AcquireOrEnqueue reports the failure.
+// caller's next acquireInLine reports the failure.
 //
 // Of the waiters for one name through this Backend, only the one furthest
 // ahead re-checks (queue_local.go); the others wait in memory until it
 // takes the lock or leaves (then the next one re-checks), at most max. A Release
 // through this Backend wakes the re-checking waiter at once. So the
 // statements per acquisition stay flat in the waiters of one process.
-func (b *Backend) AwaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
+func (b *Backend) awaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
 	if b.err != nil {
 		return b.err
 	}
@@ -411,9 +414,9 @@ type pace struct {
 	freeAhead int64         // 1 + the token seen free with others ahead; 0 when not
 	freeSince time.Time     // when it was first seen so
 	slot      int64         // the token seen plus the places ahead then: the order of the local line (0: unknown)
-	full      bool          // the next AcquireOrEnqueue runs whole (see renewBehindLocal)
+	full      bool          // the next acquireInLine runs whole (see renewBehindLocal)
 	place     time.Duration // the place TTL last asked for
-	active    time.Time     // the last AcquireOrEnqueue or AwaitTurn
+	active    time.Time     // the last acquireInLine or awaitTurn
 }
 
 // stallAfter is how long a re-checking waiter sees the lock free with
@@ -422,7 +425,7 @@ type pace struct {
 const stallAfter = 2 * MaxQueuePoll
 
 // seen records the lock's token and the places ahead, as a refused
-// AcquireOrEnqueue read them.
+// acquireInLine read them.
 func (p *pace) seen(token, ahead int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -459,14 +462,14 @@ func (b *Backend) forget(name, owner string) {
 	}
 }
 
-// placed records the places ahead that AcquireOrEnqueue reported.
+// placed records the places ahead that acquireInLine reported.
 func (p *pace) placed(ahead int64, place time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ahead, p.place, p.active = ahead, place, time.Now()
 }
 
-// touch records that owner is waiting now (AwaitTurn).
+// touch records that owner is waiting now (awaitTurn).
 func (p *pace) touch() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -484,7 +487,7 @@ func (p *pace) goneIn(now time.Time) time.Duration {
 }
 
 // gone reports whether owner stopped waiting without saying so: no
-// AcquireOrEnqueue or AwaitTurn for longer than its place TTL, when its
+// acquireInLine or awaitTurn for longer than its place TTL, when its
 // place has expired on the server too.
 func (p *pace) gone(now time.Time) bool {
 	p.mu.Lock()
@@ -513,9 +516,9 @@ func (p *pace) takeReask() bool {
 // when another waiter through this Backend is ahead of owner (the local
 // line's leader): it cannot be owner's turn, so the take and the reading
 // of the position, two of the three statements of a refused
-// AcquireOrEnqueue, are skipped. It reports whether it did. Not after the
+// acquireInLine, are skipped. It reports whether it did. Not after the
 // leader found the line stalled (the local order may be wrong): then the
-// next AcquireOrEnqueue runs whole.
+// next acquireInLine runs whole.
 func (b *Backend) renewBehindLocal(ctx context.Context, name, owner string, placeTTL time.Duration) (bool, error) {
 	if b.d != MySQL {
 		return false, nil
@@ -597,15 +600,12 @@ func (p *pace) next() time.Duration {
 	return time.Duration(p.ahead+1) * QueuePoll
 }
 
-// LeaveQueue deletes owner's place in name's queue; it is one statement.
+// leaveQueue deletes owner's place in name's queue; it is one statement.
 // On PostgreSQL it also notifies the next waiter when owner was first in
 // line, the lock is free, and that waiter listens (one of
 // adapters/postgres on a shared table). Before Migrate created the queue
 // table it returns nil: nobody has a place.
-func (b *Backend) LeaveQueue(ctx context.Context, name, owner string) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
+func (b *Backend) leaveQueue(ctx context.Context, name, owner string) error {
 	if b.err != nil {
 		return b.err
 	}

@@ -15,8 +15,8 @@ import (
 // working, on MariaDB and on PostgreSQL: a blocking Acquire behind a holder
 // polls instead of failing with ErrNotMigrated, its refusals say to run
 // Migrate, and it gets the lock after the release with a greater token.
-// LeaveQueue has nothing to do. A missing lease table is still
-// ErrNotMigrated.
+// Leave has nothing to do, and Inspect reports the holder with nobody
+// waiting. A missing lease table is still ErrNotMigrated.
 func TestQueuedAcquireWithoutQueueTablePolls(t *testing.T) {
 	for _, s := range servers(t)[:3:3] {
 		if s.name == "mysql-foundrows" {
@@ -34,9 +34,16 @@ func TestQueuedAcquireWithoutQueueTablePolls(t *testing.T) {
 			require.NoError(t, err)
 			b := sqldb.NewBackend(db, s.d, opts)
 			testkit.PollsWithoutQueueTable(t, ctx, b, "l", "sqldb.Migrate", opts.LeaseTable[0]+"_queue")
+			// Inspect reads the lease row alone: nobody can wait.
+			h := testkit.Owner(t)
+			_, err = direct{b}.Acquire(ctx, "i", h, time.Minute)
+			require.NoError(t, err)
+			info, err := direct{b}.Inspect(ctx, "i")
+			require.NoError(t, err)
+			require.True(t, info.Held && info.Owner == h && info.Waiting == 0, "%+v", info)
 
 			missing := opts.LeaseTable[0] + "_none"
-			none := sqldb.NewBackend(db, s.d, &sqldb.Options{StoreTable: opts.StoreTable, LeaseTable: sqldb.Identifier{missing}})
+			none := direct{sqldb.NewBackend(db, s.d, &sqldb.Options{StoreTable: opts.StoreTable, LeaseTable: sqldb.Identifier{missing}})}
 			_, err = none.AcquireOrEnqueue(ctx, "l", testkit.Owner(t), time.Minute, time.Second)
 			require.ErrorIs(t, err, sqldb.ErrNotMigrated)
 			require.True(t, strings.Contains(err.Error(), missing), "%q does not name the lease table", err)

@@ -115,7 +115,7 @@ func (l *localLines) wakeLeader(name string) {
 }
 
 // stalled wakes every local waiter of p's name but p, each to ask again at
-// once (AcquireOrEnqueue): the leader p saw the lock free, and others
+// once (acquireInLine): the leader p saw the lock free, and others
 // ahead of it, twice with the same token. The local order (who queued first
 // here) may differ from the server's when two waiters queued at the same
 // moment, and a waiter that is first on the server but not the local

@@ -16,7 +16,7 @@ import (
 
 // countedMySQL is a Backend on MariaDB, one round trip per statement,
 // whose round trips are counted.
-func countedMySQL(t *testing.T) (*sqldb.Backend, func() int) {
+func countedMySQL(t *testing.T) (direct, func() int) {
 	cfg := testkit.MySQLConfig(t)
 	cfg.InterpolateParams = true // one round trip per statement
 	var (
@@ -31,7 +31,7 @@ func countedMySQL(t *testing.T) (*sqldb.Backend, func() int) {
 		return &tripConn{Conn: c, mu: &mu, trips: &trips}, nil
 	}
 	db := testkit.OpenMySQL(t, cfg)
-	b := sqldb.NewBackend(db, sqldb.MySQL, tables(t, db, sqldb.MySQL))
+	b := newDirect(db, sqldb.MySQL, tables(t, db, sqldb.MySQL))
 	return b, func() int {
 		mu.Lock()
 		defer mu.Unlock()
@@ -71,7 +71,7 @@ func TestLocalWaitersRecheckOnce(t *testing.T) {
 }
 
 // TestLocalLineHandsOver: a waiter behind a local one does not re-check
-// while that one is in line (its AwaitTurn returns at max, having sent
+// while that one is in line (its Await returns at max, having sent
 // nothing); when the one ahead leaves the queue, it is woken, re-checks,
 // and returns as soon as its turn comes, long before max.
 func TestLocalLineHandsOver(t *testing.T) {
@@ -106,7 +106,7 @@ func TestLocalLineHandsOver(t *testing.T) {
 }
 
 // TestLocalLineSkipsDeadWaiter: a waiter that queued through this Backend
-// and never came back (no AwaitTurn, no LeaveQueue) leads the local line
+// and never came back (no Await, no Leave) leads the local line
 // only until its place TTL has passed; then the waiter behind it re-checks
 // by itself and is served, long before its own max.
 func TestLocalLineSkipsDeadWaiter(t *testing.T) {
@@ -134,7 +134,7 @@ func TestLocalLineSkipsDeadWaiter(t *testing.T) {
 // waiter of the same Backend ahead of it renews its place with one
 // statement (the take and the position are skipped: it cannot be its
 // turn), where the first in line runs the three of a refused
-// AcquireOrEnqueue; and when the one ahead is gone, it takes the lock.
+// acquire with a place; and when the one ahead is gone, it takes the lock.
 func TestLocalWaiterRenewsInOneStatement(t *testing.T) {
 	ctx := testCtx(t)
 	b, trips := countedMySQL(t)

@@ -17,7 +17,7 @@ import (
 
 // Migrate on the schema of the previous version (store and lease tables, no
 // queue table) adds the queue table, and queued waiting works on it; before
-// Migrate, AcquireOrEnqueue falls back to a plain Acquire (refused while
+// Migrate, an Acquire with a place falls back to one without (refused while
 // the lock is held: TestQueuedAcquireWithoutQueueTablePolls).
 func TestMigrateAddsQueueTable(t *testing.T) {
 	for _, s := range servers(t)[:3:3] {
@@ -40,7 +40,7 @@ func TestMigrateAddsQueueTable(t *testing.T) {
 				_, err := db.ExecContext(ctx, st)
 				require.NoError(t, err)
 			}
-			b := sqldb.NewBackend(db, s.d, opts)
+			b := newDirect(db, s.d, opts)
 			h, w := testkit.Owner(t), testkit.Owner(t)
 			_, err = b.Acquire(ctx, "l", h, time.Minute)
 			require.NoError(t, err)
@@ -65,7 +65,7 @@ func TestMigrateAddsQueueTable(t *testing.T) {
 	}
 }
 
-// Without a wake-up, AwaitTurn re-checks by itself: it returns once the
+// Without a wake-up, Await re-checks by itself: it returns once the
 // lock is free and owner is first in line, and not before (nor before max)
 // while the lock is held or others are ahead.
 func TestAwaitTurnReturnsOnTurn(t *testing.T) {
@@ -76,7 +76,7 @@ func TestAwaitTurnReturnsOnTurn(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			ctx := testCtx(t)
 			db := s.open(t, nil)
-			b := sqldb.NewBackend(db, s.d, tables(t, db, s.d))
+			b := newDirect(db, s.d, tables(t, db, s.d))
 			h := testkit.Owner(t)
 			_, err := b.Acquire(ctx, "l", h, time.Minute)
 			require.NoError(t, err)
@@ -137,7 +137,7 @@ func TestFirstInLineBacksOffToMaxQueuePoll(t *testing.T) {
 		return &tripConn{Conn: c, mu: &mu, trips: &trips}, nil
 	}
 	db := testkit.OpenMySQL(t, cfg)
-	b := sqldb.NewBackend(db, sqldb.MySQL, tables(t, db, sqldb.MySQL))
+	b := newDirect(db, sqldb.MySQL, tables(t, db, sqldb.MySQL))
 	h, w := testkit.Owner(t), testkit.Owner(t)
 	_, err := b.Acquire(ctx, "l", h, time.Minute)
 	require.NoError(t, err)

@@ -14,9 +14,10 @@ import (
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
-// retry calls f until it returns an error that lock.Retryable rejects (or
+// retry calls f until it returns an error that driver.Retryable rejects (or
 // nil), for the calls right after a restart that find broken pooled
 // connections.
 func retry(t *testing.T, f func() error) error {
@@ -24,7 +25,7 @@ func retry(t *testing.T, f func() error) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		err := f()
-		if err == nil || !lock.Retryable(err) || time.Now().After(deadline) {
+		if err == nil || !driver.Retryable(err) || time.Now().After(deadline) {
 			return err
 		}
 		time.Sleep(20 * time.Millisecond) // poll interval
@@ -41,7 +42,7 @@ func TestRestart(t *testing.T) {
 	ctx := testCtx(t)
 	db := testkit.OpenMySQL(t, srv.Config(t))
 	opts := tables(t, db, sqldb.MySQL)
-	b := sqldb.NewBackend(db, sqldb.MySQL, opts)
+	b := newDirect(db, sqldb.MySQL, opts)
 	st := sqldb.NewStore(db, sqldb.MySQL, opts)
 	g := sqldb.NewGuard(sqldb.MySQL, opts)
 	_, err := db.ExecContext(ctx, "CREATE TABLE work (id INT PRIMARY KEY, v INT)")
@@ -70,12 +71,12 @@ func TestRestart(t *testing.T) {
 	err = st.Put(down, "k", tok2, []byte("v3"))
 	cancel()
 	require.Error(t, err)
-	require.True(t, lock.Retryable(err), "Put with the server down: %v", err)
+	require.True(t, driver.Retryable(err), "Put with the server down: %v", err)
 	srv.Start()
 
 	// Tokens: the lease survived (c holds it, same token); the next
 	// holder gets a higher one.
-	var info lock.Info
+	var info lockInfo
 	require.NoError(t, retry(t, func() (err error) { info, err = b.Inspect(ctx, "l"); return err }))
 	require.True(t, info.Held && info.Owner == c && info.Token == tok2, "after restart: %+v", info)
 	require.NoError(t, b.Release(ctx, "l", c))
@@ -147,7 +148,7 @@ func TestRestartAmbiguousPut(t *testing.T) {
 	err := <-done
 	require.Error(t, err)
 	require.NotErrorIs(t, err, fence.ErrStale)
-	require.True(t, lock.Retryable(err), "ambiguous Put: %v", err)
+	require.True(t, driver.Retryable(err), "ambiguous Put: %v", err)
 
 	srv.Start()
 	require.NoError(t, retry(t, func() error { return st.Put(ctx, "k", 9, []byte("ambiguous")) }))
@@ -165,7 +166,7 @@ func TestRestartWithWaitersQueued(t *testing.T) {
 	srv := testkit.NewMySQLServer(t)
 	ctx := testCtx(t)
 	db := testkit.OpenMySQL(t, srv.Config(t))
-	b := sqldb.NewBackend(db, sqldb.MySQL, tables(t, db, sqldb.MySQL))
+	b := newDirect(db, sqldb.MySQL, tables(t, db, sqldb.MySQL))
 	holder := testkit.Owner(t)
 	first, err := b.Acquire(ctx, "l", holder, time.Minute)
 	require.NoError(t, err)
@@ -176,13 +177,11 @@ func TestRestartWithWaitersQueued(t *testing.T) {
 	for range waiters {
 		queued := make(chan struct{})
 		var once sync.Once
-		c := lock.New(b, &lock.Options{
+		c := lock.New(b.Backend, &lock.Options{
 			Queue: lock.QueueOptions{PlaceTTL: 600 * time.Millisecond},
-			Observer: func(e lock.Event) {
-				if e.Kind == lock.EventRetrying {
-					once.Do(func() { close(queued) })
-				}
-			},
+			Observer: &lock.Observer{Retrying: func(lock.Event) {
+				once.Do(func() { close(queued) })
+			}},
 		})
 		go func() {
 			l, err := c.Acquire(ctx, "l", time.Minute)

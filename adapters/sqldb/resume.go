@@ -8,30 +8,25 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
-var _ lock.Resumer = (*Backend)(nil)
-
-// resumePostgres renews owner's live lease and returns its token: Extend's
-// statement with RETURNING.
+// resumePostgres renews owner's live lease and returns its token: the
+// extend statement with RETURNING.
 const resumePostgres = `UPDATE %s SET expires_at = statement_timestamp() + $1 * interval '1 microsecond'
 WHERE name = $2 AND owner = $3 AND expires_at > statement_timestamp()
 RETURNING token`
 
-// Resume renews owner's live lease on name to ttl from now and returns its
-// token, in one statement, keeping the row's token and metadata. On MySQL
-// and MariaDB it is Extend's statement, whose reply carries the token
-// (token = LAST_INSERT_ID(token), evaluated only for the matched row, so 0
-// means not held whatever the affected-rows setting); on PostgreSQL,
-// UPDATE ... RETURNING token. When owner does not hold name it returns an
-// error matching lock.ErrNotHeld and changes nothing: it never re-creates a
-// lease and never mints a token. A serialization conflict is retried as
-// Extend's is.
-func (b *Backend) Resume(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
-		return 0, err
-	}
+// resume is an Acquire with Request.Resume: it renews owner's live lease on
+// name to ttl from now and returns its token, in one statement, keeping the
+// row's token and metadata. On MySQL and MariaDB it is extendLock's
+// statement, whose reply carries the token (token = LAST_INSERT_ID(token),
+// evaluated only for the matched row, so 0 means not held whatever the
+// affected-rows setting); on PostgreSQL, UPDATE ... RETURNING token. When
+// owner does not hold name it returns an error matching driver.ErrNotHeld
+// and changes nothing: it never re-creates a lease and never mints a
+// token. A serialization conflict is retried as extendLock's is.
+func (b *Backend) resume(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
@@ -47,7 +42,7 @@ func (b *Backend) Resume(ctx context.Context, name, owner string, ttl time.Durat
 		case err != nil:
 			return 0, classify(ctx, b.d, b.table, fixMigrate, where, err)
 		case tok == 0:
-			return 0, fmt.Errorf("sqldb: %s: %w", where, lock.ErrNotHeld)
+			return 0, fmt.Errorf("sqldb: %s: %w", where, driver.ErrNotHeld)
 		}
 		return tok, nil
 	}

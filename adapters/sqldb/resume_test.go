@@ -14,7 +14,8 @@ import (
 	"github.com/fencekit/fencekit/lock"
 )
 
-// TestResumeRoundTrips counts the round trips of Resume on MariaDB with
+// TestResumeRoundTrips counts the round trips of a resume (an Acquire with
+// Request.Resume) on MariaDB with
 // go-sql-driver/mysql on one warm connection: one statement, as Extend (a
 // prepare and an execute with the driver's default, one with
 // interpolateParams=true), refused or not.
@@ -37,7 +38,7 @@ func TestResumeRoundTrips(t *testing.T) {
 			}
 			db := testkit.OpenMySQL(t, cfg)
 			db.SetMaxOpenConns(1)
-			b := sqldb.NewBackend(db, sqldb.MySQL, tables(t, db, sqldb.MySQL))
+			b := newDirect(db, sqldb.MySQL, tables(t, db, sqldb.MySQL))
 			owner, other := testkit.Owner(t), testkit.Owner(t)
 			count := func(f func() error) int {
 				t.Helper()

@@ -46,7 +46,8 @@ func (c *tripConn) Read(b []byte) (int, error) {
 // go-sql-driver/mysql, on one warm connection: with the driver's default
 // (server-side prepared statements: a prepare and an execute per statement
 // with arguments) and with interpolateParams=true. A refused Put costs no
-// more than an applied one; Guard.Check adds three statements to the
+// more than an applied one; Inspect of a lock reads its holder and its line
+// in one statement; Guard.Check adds three statements to the
 // transaction (GET_LOCK, the fenced upsert, RELEASE_LOCK: see Guard.Check).
 func TestRoundTrips(t *testing.T) {
 	for _, interpolate := range []bool{false, true} {
@@ -73,7 +74,7 @@ func TestRoundTrips(t *testing.T) {
 			_, err = db.ExecContext(ctx, "INSERT INTO acct VALUES (1, 0)")
 			require.NoError(t, err)
 			st := sqldb.NewStore(db, sqldb.MySQL, opts)
-			b := sqldb.NewBackend(db, sqldb.MySQL, opts)
+			b := newDirect(db, sqldb.MySQL, opts)
 			g := sqldb.NewGuard(sqldb.MySQL, opts)
 			owner := testkit.Owner(t)
 
@@ -120,8 +121,10 @@ func TestRoundTrips(t *testing.T) {
 			}), "refused Put")
 			require.Equal(t, stmt, count(func() error { _, err := b.Acquire(ctx, "l", owner, time.Minute); return err }), "Acquire")
 			require.Equal(t, stmt, count(func() error { return b.Extend(ctx, "l", owner, time.Minute) }), "Extend")
+			require.Equal(t, stmt, count(func() error { _, err := b.Inspect(ctx, "l"); return err }), "Inspect (holder and line)")
 			require.Equal(t, stmt, count(func() error { return b.Release(ctx, "l", owner) }), "Release")
-			// Queued waiting with nobody waiting: the take alone.
+			// Queued waiting (an Acquire with a place) with nobody waiting:
+			// the take alone.
 			require.Equal(t, stmt, count(func() error {
 				_, err := b.AcquireOrEnqueue(ctx, "q", owner, time.Minute, time.Second)
 				return err

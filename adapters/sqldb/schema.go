@@ -67,7 +67,7 @@ func (o *Options) tables(d Dialect) (store, leases string, err error) {
 }
 
 // queueTable returns the quoted name of the queue table of queued waiting
-// (see Backend.AcquireOrEnqueue): the lease table's name with "_queue"
+// (a Backend.Acquire with a Place): the lease table's name with "_queue"
 // appended, in the same database or schema.
 func (o *Options) queueTable(d Dialect) (string, error) {
 	_, lo := o.identifiers()
@@ -153,7 +153,7 @@ func MigrateSQL(d Dialect, opts *Options) ([]string, error) {
 
 // Migrate creates the store and lease tables if they do not exist, with
 // the queue table of queued waiting and the two permit tables of
-// semaphores and read-write locks (Backend.AcquirePermit); on a database
+// semaphores and read-write locks (see Backend.Acquire); on a database
 // of an earlier version it adds those that are missing. It is
 // idempotent, and safe to run from several processes at once: on MySQL
 // each CREATE TABLE IF NOT EXISTS commits on its own (no multi-statement

@@ -12,14 +12,14 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // everyCall runs each call that sends a statement on one table of opts,
 // in dialect d, and returns the errors by call name.
 func everyCall(ctx context.Context, t *testing.T, db *sql.DB, d sqldb.Dialect, opts *sqldb.Options) map[string]error {
 	t.Helper()
-	b := sqldb.NewBackend(db, d, opts)
+	b := newDirect(db, d, opts)
 	st := sqldb.NewStore(db, d, opts)
 	owner := testkit.Owner(t)
 	errs := map[string]error{}
@@ -47,7 +47,7 @@ func everyCall(ctx context.Context, t *testing.T, db *sql.DB, d sqldb.Dialect, o
 
 // TestMissingTableIsNotMigrated: every call on a table that does not
 // exist (never migrated) fails with an error matching sqldb.ErrNotMigrated
-// that names the table and what to do, and lock.Retryable rejects it.
+// that names the table and what to do, and driver.Retryable rejects it.
 func TestMissingTableIsNotMigrated(t *testing.T) {
 	for _, s := range []server{mysqlServer(t, "mysql", nil), pgServer(t), pqServer(t)} {
 		t.Run(s.name, func(t *testing.T) {
@@ -57,7 +57,7 @@ func TestMissingTableIsNotMigrated(t *testing.T) {
 			opts := &sqldb.Options{StoreTable: sqldb.Identifier{ns + "_nostore"}, LeaseTable: sqldb.Identifier{ns + "_noleases"}}
 			for call, err := range everyCall(ctx, t, db, s.d, opts) {
 				require.True(t, errors.Is(err, sqldb.ErrNotMigrated), "%s: %v; want ErrNotMigrated", call, err)
-				require.False(t, lock.Retryable(err), "%s: %v is retryable", call, err)
+				require.False(t, driver.Retryable(err), "%s: %v is retryable", call, err)
 				table := opts.LeaseTable[0]
 				if strings.HasPrefix(call, "Store") || strings.HasPrefix(call, "Guard") || call == "UpdateFenced" {
 					table = opts.StoreTable[0]
@@ -94,7 +94,7 @@ func TestWrongDialectIsInvalid(t *testing.T) {
 			for call, err := range errs {
 				require.True(t, errors.Is(err, fence.ErrInvalid), "%s: %v; want fence.ErrInvalid", call, err)
 				require.True(t, strings.Contains(err.Error(), "use "+right), "%s: %q does not say to use %s", call, err, right)
-				require.False(t, lock.Retryable(err), "%s: %v is retryable", call, err)
+				require.False(t, driver.Retryable(err), "%s: %v is retryable", call, err)
 			}
 		})
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // TestMySQLRefusesWhatTheServerRefuses: table and column names ending in a
@@ -41,7 +41,7 @@ func TestMySQLRefusesWhatTheServerRefuses(t *testing.T) {
 
 		bopts := &sqldb.Options{StoreTable: sqldb.Identifier{name}}
 		require.ErrorIs(t, sqldb.NewStore(db, sqldb.MySQL, bopts).Put(ctx, "k", 1, nil), fence.ErrInvalid)
-		_, err = sqldb.NewBackend(db, sqldb.MySQL, opts).Acquire(ctx, "l", "o", time.Minute)
+		_, err = newDirect(db, sqldb.MySQL, opts).Acquire(ctx, "l", "o", time.Minute)
 		require.ErrorIs(t, err, fence.ErrInvalid)
 		tx, err := db.BeginTx(ctx, nil)
 		require.NoError(t, err)
@@ -56,7 +56,7 @@ func TestMySQLRefusesWhatTheServerRefuses(t *testing.T) {
 // statement exceeds the server's max_allowed_packet is refused with
 // ErrValueTooLarge (and fence.ErrInvalid), not retried, and not written,
 // where the server would close the connection ("connection reset", which
-// lock.Retryable retries); a value well under it is stored.
+// driver.Retryable retries); a value well under it is stored.
 func TestPutOverMaxAllowedPacket(t *testing.T) {
 	s := mysqlServer(t, "mysql-interpolate", func(c *mysql.Config) { c.InterpolateParams = true })
 	ctx := testCtx(t)
@@ -70,7 +70,7 @@ func TestPutOverMaxAllowedPacket(t *testing.T) {
 	err := putPromptly(t, ctx, st, "big", bytes.Repeat([]byte{'v'}, limit))
 	require.ErrorIs(t, err, sqldb.ErrValueTooLarge)
 	require.ErrorIs(t, err, fence.ErrInvalid)
-	require.False(t, lock.Retryable(err), "retryable: %v", err)
+	require.False(t, driver.Retryable(err), "retryable: %v", err)
 	_, err = st.Get(ctx, "big")
 	require.ErrorIs(t, err, fence.ErrNotFound)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // TestSharedLeaseTableWithPostgres shares one lease table between
@@ -34,7 +35,7 @@ func TestSharedLeaseTableWithPostgres(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	popts := &postgres.Options{StoreTable: []string(opts.StoreTable), LeaseTable: []string(opts.LeaseTable)}
-	sb := sqldb.NewBackend(db, sqldb.PostgreSQL, opts)
+	sb := newDirect(db, sqldb.PostgreSQL, opts)
 	pb := postgres.NewBackend(pool, popts)
 	admin := postgres.NewAdmin(pool, popts)
 
@@ -100,7 +101,7 @@ func TestSharedQueueWithPostgres(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	popts := &postgres.Options{StoreTable: []string(opts.StoreTable), LeaseTable: []string(opts.LeaseTable)}
-	sb := sqldb.NewBackend(db, sqldb.PostgreSQL, opts)
+	sb := newDirect(db, sqldb.PostgreSQL, opts)
 	pb := postgres.NewBackend(pool, popts)
 
 	h := testkit.Owner(t)
@@ -113,15 +114,15 @@ func TestSharedQueueWithPostgres(t *testing.T) {
 	}
 	// wait starts a waiter on b and returns when it has been refused
 	// refusals times.
-	wait := func(b lock.Backend, refusals int) (chan served, chan struct{}) {
+	wait := func(b driver.Backend, refusals int) (chan served, chan struct{}) {
 		done, queued := make(chan served, 1), make(chan struct{})
 		var n atomic.Int32
 		o := *queueOpts
-		o.Observer = func(e lock.Event) {
-			if e.Kind == lock.EventRetrying && n.Add(1) == int32(refusals) {
+		o.Observer = &lock.Observer{Retrying: func(lock.Event) {
+			if n.Add(1) == int32(refusals) {
 				close(queued)
 			}
-		}
+		}}
 		c := lock.New(b, &o)
 		go func() {
 			l, err := c.Acquire(ctx, "l", time.Minute)
@@ -139,7 +140,7 @@ func TestSharedQueueWithPostgres(t *testing.T) {
 	// and only the release's NOTIFY can serve it within 10 s.
 	pgDone, pgQueued := wait(pb, 2)
 	<-pgQueued
-	sqlDone, sqlQueued := wait(sb, 1)
+	sqlDone, sqlQueued := wait(sb.Backend, 1)
 	<-sqlQueued
 	released := time.Now()
 	require.NoError(t, sb.Release(ctx, "l", h))

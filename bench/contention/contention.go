@@ -33,7 +33,10 @@ type Row struct {
 	Name  string
 	Redis *goredis.Client
 	Work  func(ctx context.Context) (int64, error)
-	New   func(name string, worker int) (Locker, error)
+	// WorkBy, when set, is Work by kind of command or statement (for
+	// Result.CommandsBy); a Redis row gets INFO commandstats without it.
+	WorkBy func(ctx context.Context) (map[string]int64, error)
+	New    func(name string, worker int) (Locker, error)
 }
 
 // Result is one row at one number of workers.
@@ -55,7 +58,10 @@ type Result struct {
 	// server ran, those run by scripts included, as INFO commandstats
 	// counts them), or the statements of a SQL row; NaN without either.
 	CommandsPerAcquisition float64
-	Errors                 int // failed acquires other than the run's end
+	// CommandsBy breaks CommandsPerAcquisition down by command name (the
+	// Redis rows) or statement (the PostgreSQL rows); nil otherwise.
+	CommandsBy map[string]float64
+	Errors     int // failed acquires other than the run's end
 }
 
 // Run measures row with the given number of workers, each holding the
@@ -74,6 +80,14 @@ func Run(ctx context.Context, row Row, name string, workers int, hold, d time.Du
 		work = func(ctx context.Context) (int64, error) { return commandCalls(ctx, row.Redis) }
 	}
 	before, err := work(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	workBy := row.WorkBy
+	if workBy == nil {
+		workBy = func(ctx context.Context) (map[string]int64, error) { return commandCallsBy(ctx, row.Redis) }
+	}
+	byBefore, err := workBy(ctx)
 	if err != nil {
 		return Result{}, err
 	}
@@ -131,6 +145,10 @@ func Run(ctx context.Context, row Row, name string, workers int, hold, d time.Du
 	if err != nil {
 		return Result{}, err
 	}
+	byAfter, err := workBy(ctx)
+	if err != nil {
+		return Result{}, err
+	}
 	r := Result{Row: row.Name, Workers: workers, Acquisitions: len(waits), Unfinished: len(unfinished), Errors: errs}
 	r.PerSecond = float64(len(waits)) / elapsed.Seconds()
 	r.WaitP50, r.WaitP99 = percentile(waits, 0.50), percentile(waits, 0.99)
@@ -141,6 +159,14 @@ func Run(ctx context.Context, row Row, name string, workers int, hold, d time.Du
 	r.CommandsPerAcquisition = math.NaN()
 	if (row.Redis != nil || row.Work != nil) && len(waits) > 0 {
 		r.CommandsPerAcquisition = float64(after-before) / float64(len(waits))
+	}
+	if byAfter != nil && len(waits) > 0 {
+		r.CommandsBy = map[string]float64{}
+		for name, n := range byAfter {
+			if d := n - byBefore[name]; d > 0 {
+				r.CommandsBy[name] = float64(d) / float64(len(waits))
+			}
+		}
 	}
 	return r, nil
 }
@@ -177,14 +203,24 @@ func cv(counts []int) float64 {
 // commandCalls sums the calls of INFO commandstats, leaving out the
 // commands of the measurement and of connection set-up.
 func commandCalls(ctx context.Context, c *goredis.Client) (int64, error) {
+	by, err := commandCallsBy(ctx, c)
+	var total int64
+	for _, n := range by {
+		total += n
+	}
+	return total, err
+}
+
+// commandCallsBy is commandCalls by command name; nil without a client.
+func commandCallsBy(ctx context.Context, c *goredis.Client) (map[string]int64, error) {
 	if c == nil {
-		return 0, nil
+		return nil, nil
 	}
 	info, err := c.Info(ctx, "commandstats").Result()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var total int64
+	by := map[string]int64{}
 	for _, line := range strings.Split(info, "\n") {
 		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
 		if !ok {
@@ -198,9 +234,9 @@ func commandCalls(ctx context.Context, c *goredis.Client) (int64, error) {
 		calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
 		n, err := strconv.ParseInt(calls, 10, 64)
 		if err != nil {
-			return 0, errors.New("commandstats: " + line)
+			return nil, errors.New("commandstats: " + line)
 		}
-		total += n
+		by[name] = n
 	}
-	return total, nil
+	return by, nil
 }

@@ -8,10 +8,14 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	goredis "github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/fencekit/fencekit/adapters/memory"
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
+	"github.com/fencekit/fencekit/fenceotel"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // TTL is the lease of every row: far longer than a hold, so that no lease
@@ -23,8 +27,9 @@ type lockerFunc func(ctx context.Context) (func(context.Context) error, error)
 func (f lockerFunc) Lock(ctx context.Context) (func(context.Context) error, error) { return f(ctx) }
 
 // Rows returns the rows: the in-process FIFO floor, fencekit's memory and
-// Redis backends polling (as before queued waiting) and queued, and the peer
-// libraries on the same Redis. rc is nil to leave out the Redis rows.
+// Redis backends polling (as before queued waiting) and queued, the queued
+// Redis backend through fenceotel, and the peer libraries on the same
+// Redis. rc is nil to leave out the Redis rows.
 func Rows(rc *goredis.Client) []Row {
 	fifo := func() Row {
 		m := &fifoMutex{}
@@ -37,7 +42,7 @@ func Rows(rc *goredis.Client) []Row {
 			}), nil
 		}}
 	}
-	fencekit := func(name string, b lock.Backend, redis *goredis.Client, polling bool) Row {
+	fencekit := func(name string, b driver.Backend, redis *goredis.Client, polling bool) Row {
 		return Row{Name: name, Redis: redis, New: func(lockName string, _ int) (Locker, error) {
 			c := lock.New(b, &lock.Options{Queue: lock.QueueOptions{Polling: polling}})
 			return lockerFunc(func(ctx context.Context) (func(context.Context) error, error) {
@@ -87,6 +92,7 @@ func Rows(rc *goredis.Client) []Row {
 	return append(rows,
 		fencekit("fencekit Redis, polling (before)", b, rc, true),
 		fencekit("fencekit Redis, queued (after)", b, rc, false),
+		fencekit("fencekit Redis through fenceotel, queued", traced(b), rc, false),
 		perWorker,
 		redislockRow("bsm/redislock, linear 10ms", redislock.LinearBackoff(10*time.Millisecond)),
 		redislockRow("bsm/redislock, exponential 10ms..1s", redislock.ExponentialBackoff(10*time.Millisecond, time.Second)),
@@ -100,4 +106,21 @@ func Rows(rc *goredis.Client) []Row {
 			}), nil
 		}},
 	)
+}
+
+// traced wraps b in fenceotel's Backend, on the OpenTelemetry SDK as
+// fenceotel's own benchmark sets it up: a meter provider with a manual
+// reader, and a tracer provider that samples every span and ends it but has
+// no span processor (as if an exporter batched them elsewhere). Every
+// driver call (Acquire, Release, Await, Leave) then makes a span and a
+// histogram point, and every Acquire two counter points.
+func traced(b driver.Backend) driver.Backend {
+	tel, err := fenceotel.New(&fenceotel.Options{
+		MeterProvider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())),
+		TracerProvider: sdktrace.NewTracerProvider(),
+	})
+	if err != nil {
+		panic(err) // the SDK's meter refuses none of fenceotel's instruments
+	}
+	return tel.Backend(b)
 }

@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"hash/fnv"
+	"maps"
 	"net"
+	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/go-sql-driver/mysql"
@@ -15,20 +18,53 @@ import (
 	"github.com/fencekit/fencekit/adapters/postgres"
 	"github.com/fencekit/fencekit/adapters/sqldb"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // statementCounter counts the statements a pgx pool sends (a QueryTracer),
-// the server work of the PostgreSQL rows.
-type statementCounter struct{ n atomic.Int64 }
+// the server work of the PostgreSQL rows, in all and by statement (its
+// first words, see statementLabel).
+type statementCounter struct {
+	n  atomic.Int64
+	mu sync.Mutex
+	by map[string]int64
+}
 
-func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	c.n.Add(1)
+	label := statementLabel(d.SQL)
+	c.mu.Lock()
+	if c.by == nil {
+		c.by = map[string]int64{}
+	}
+	c.by[label]++
+	c.mu.Unlock()
 	return ctx
 }
 
 func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 func (c *statementCounter) work(context.Context) (int64, error) { return c.n.Load(), nil }
+
+func (c *statementCounter) workBy(context.Context) (map[string]int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.by), nil
+}
+
+// statementLabel names a statement by its first words, whitespace folded:
+// enough to tell the adapter's statements apart.
+func statementLabel(sql string) string {
+	words := strings.Fields(sql)
+	for len(words) > 0 && strings.HasPrefix(words[0], "--") {
+		words = words[1:] // a leading comment word
+	}
+	label := strings.Join(words[:min(len(words), 6)], " ")
+	if len(label) > 60 {
+		label = label[:60]
+	}
+	return "«" + label + "»"
+}
 
 // countedPool opens a pool on url whose statements count.
 func countedPool(ctx context.Context, url string) (*pgxpool.Pool, *statementCounter, error) {
@@ -83,7 +119,7 @@ func countedMySQL(dsn string) (*sql.DB, func(context.Context) (int64, error), er
 
 // fencekitRow is a row of fencekit on b, shared by the workers, polling or
 // queued.
-func fencekitRow(name string, b lock.Backend, polling bool, work func(context.Context) (int64, error)) Row {
+func fencekitRow(name string, b driver.Backend, polling bool, work func(context.Context) (int64, error)) Row {
 	return Row{Name: name, Work: work, New: func(lockName string, _ int) (Locker, error) {
 		c := lock.New(b, &lock.Options{Queue: lock.QueueOptions{Polling: polling}})
 		return lockerFunc(func(ctx context.Context) (func(context.Context) error, error) {
@@ -136,11 +172,15 @@ func PostgresRows(ctx context.Context, url string) (rows []Row, close func(), er
 			}, nil
 		}), nil
 	}}
-	return []Row{
+	rows = []Row{
 		fencekitRow("fencekit PostgreSQL, polling (before)", b, true, counter.work),
 		fencekitRow("fencekit PostgreSQL, queued (after)", b, false, counter.work),
 		advisory,
-	}, pool.Close, nil
+	}
+	for i := range rows {
+		rows[i].WorkBy = counter.workBy
+	}
+	return rows, pool.Close, nil
 }
 
 // MariaDBRows returns fencekit on MariaDB (adapters/sqldb over

@@ -11,6 +11,7 @@ import (
 	fencepg "github.com/fencekit/fencekit/adapters/postgres"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // fencekit on PostgreSQL: Store.Put, Guard.Check, UpdateFenced and the lease
@@ -90,11 +91,13 @@ func benchPGBackend(e *Env) (op, error) {
 		return nil, err
 	}
 	name := e.Key("pglock", "backend")
+	req := driver.Request{Name: name, Owner: owner, TTL: TTL, Kind: driver.Exclusive}
+	claim := driver.Claim{Name: name, Owner: owner, Kind: driver.Exclusive}
 	return func(ctx context.Context) (bool, error) {
-		if _, err := be.Acquire(ctx, name, owner, TTL); err != nil {
+		if _, err := be.Acquire(ctx, req); err != nil {
 			return false, err
 		}
-		return true, be.Release(ctx, name, owner)
+		return true, be.Release(ctx, claim)
 	}, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // fencekit on Redis: the portable Client (TryAcquire + Lease.Release, what an
@@ -59,14 +60,14 @@ func newFencekitBackendWorker(e *Env, _ int) cycle {
 }
 
 func (w fencekitBackendWorker) cycle(ctx context.Context, key string) (bool, error) {
-	_, err := w.b.Acquire(ctx, key, w.owner, TTL)
+	_, err := w.b.Acquire(ctx, driver.Request{Name: key, Owner: w.owner, TTL: TTL, Kind: driver.Exclusive})
 	if errors.Is(err, lock.ErrHeld) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return true, w.b.Release(ctx, key, w.owner)
+	return true, w.b.Release(ctx, driver.Claim{Name: key, Owner: w.owner, Kind: driver.Exclusive})
 }
 
 func benchFencedPut1(e *Env) (op, error) {
@@ -124,10 +125,11 @@ func init() {
 				return nil, err
 			}
 			b := e.fencekitBackend()
-			if _, err := b.Acquire(ctx, name, owner, 10*time.Minute); err != nil {
+			if _, err := b.Acquire(ctx, driver.Request{Name: name, Owner: owner, TTL: 10 * time.Minute, Kind: driver.Exclusive}); err != nil {
 				return nil, err
 			}
-			return func(ctx context.Context) error { return b.Release(ctx, name, owner) }, nil
+			claim := driver.Claim{Name: name, Owner: owner, Kind: driver.Exclusive}
+			return func(ctx context.Context) error { return b.Release(ctx, claim) }, nil
 		},
 		keys: func(e *Env, name string) []string {
 			b := e.fencekitBackend()

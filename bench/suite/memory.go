@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencekit/fencekit/adapters/memory"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // The in-process adapter, against the least a fenced write could be: a map
@@ -49,11 +50,13 @@ func benchMemoryBackend(e *Env) (op, error) {
 	if err != nil {
 		return nil, err
 	}
+	req := driver.Request{Name: "k", Owner: owner, TTL: TTL, Kind: driver.Exclusive}
+	claim := driver.Claim{Name: "k", Owner: owner, Kind: driver.Exclusive}
 	return func(ctx context.Context) (bool, error) {
-		if _, err := be.Acquire(ctx, "k", owner, TTL); err != nil {
+		if _, err := be.Acquire(ctx, req); err != nil {
 			return false, err
 		}
-		return true, be.Release(ctx, "k", owner)
+		return true, be.Release(ctx, claim)
 	}, nil
 }
 

@@ -248,7 +248,8 @@ type RTResult struct {
 	Micros float64
 	// Unsupported, when set, says that the backend lacks the capability
 	// the case needs (lock.ErrUnsupported: a permit case on an adapter
-	// without lock.PermitBackend); nothing was counted, and it is no error.
+	// whose Acquire refuses permit kinds); nothing was counted, and it is no
+	// error.
 	Unsupported string
 	Err         error
 }

@@ -10,9 +10,10 @@ import (
 // permitRTCases are the round-trip cases of semaphores and read-write locks
 // (issue 23, shapes 2 and 3) on store, each a permit taken with one attempt
 // and released, next to their baseline, one name taken with TryAcquire and
-// released, through the Client that fk returns. On a backend without
-// lock.PermitBackend the permit cases fail their warm-up with
-// lock.ErrUnsupported, which measureCase reports as Unsupported.
+// released, through the Client that fk returns. On a backend that cannot
+// offer permits (its Acquire answers driver.ErrUnsupported for them) the
+// permit cases fail their warm-up with lock.ErrUnsupported, which
+// measureCase reports as Unsupported.
 //
 // The semaphore has 2 permits and the read-write lock another reader while
 // the operation is counted, so that the permit is granted next to a live

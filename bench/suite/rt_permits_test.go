@@ -2,29 +2,39 @@ package suite
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/fencekit/fencekit/adapters/memory"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
-// lockOnly hides every optional capability of a Backend: an adapter
-// without lock.PermitBackend.
-type lockOnly struct{ lock.Backend }
+// lockOnly is a driver that offers locks and no permits, as a third-party
+// backend may: its Acquire answers driver.ErrUnsupported for every permit
+// kind and changes nothing.
+type lockOnly struct{ driver.Backend }
+
+func (l lockOnly) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if req.Kind.Permit() {
+		return driver.Grant{}, fmt.Errorf("%w: lockOnly has no %s permits", driver.ErrUnsupported, req.Kind)
+	}
+	return l.Backend.Acquire(ctx, req)
+}
 
 // The permit cases run on the memory adapter (no round trips to count,
 // but the operations and their checks run as on a server), and on a
-// backend without lock.PermitBackend they are reported Unsupported, not
-// failed, while their baseline is counted.
+// backend that answers driver.ErrUnsupported for permits they are reported
+// Unsupported, not failed, while their baseline is counted.
 func TestPermitCasesOnMemory(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name    string
-		backend lock.Backend
+		backend driver.Backend
 		permits bool
 	}{
-		{"PermitBackend", memory.NewBackend(), true},
+		{"Permits", memory.NewBackend(), true},
 		{"LockOnly", lockOnly{memory.NewBackend()}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -44,7 +54,7 @@ func TestPermitCasesOnMemory(t *testing.T) {
 				if got := res.Unsupported != ""; got != wantUnsupported {
 					t.Errorf("%s: unsupported %v (%q); want %v", c.Op, got, res.Unsupported, wantUnsupported)
 				}
-				if wantUnsupported && !strings.Contains(res.Unsupported, "not a lock.PermitBackend") {
+				if wantUnsupported && !strings.Contains(res.Unsupported, "has no") {
 					t.Errorf("%s: Unsupported %q does not say why", c.Op, res.Unsupported)
 				}
 				if !wantUnsupported && (res.RoundTrips != 0 || res.Micros < 0) {

@@ -15,6 +15,7 @@ import (
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Server time per operation against floors: what Redis's one thread spends
@@ -128,11 +129,13 @@ func CostCases() []CostCase {
 				if err != nil {
 					return nil, err
 				}
+				req := driver.Request{Name: name, Owner: o, TTL: TTL, Kind: driver.Exclusive}
+				claim := driver.Claim{Name: name, Owner: o, Kind: driver.Exclusive}
 				cycle := func(ctx context.Context, _ int) error {
-					if _, err := b.Acquire(ctx, name, o, TTL); err != nil {
+					if _, err := b.Acquire(ctx, req); err != nil {
 						return err
 					}
-					return b.Release(ctx, name, o)
+					return b.Release(ctx, claim)
 				}
 				return cycle, cycle(ctx, 0)
 			}},

@@ -44,6 +44,7 @@ import (
 
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Network injects faults between the workers and the server. *Proxy from
@@ -63,14 +64,14 @@ type Network interface {
 // Config describes a run. Backend and Store are required; the rest has
 // defaults.
 type Config struct {
-	Backend lock.Backend
+	Backend driver.Backend
 	Store   fence.Store
 	// Name labels the report (the backend's name).
 	Name string
 
 	// Polling makes the workers poll for their locks instead of waiting
-	// in line on a backend that queues waiters (lock.QueueOptions.Polling):
-	// more acquisitions and more overlaps in a short unfenced run.
+	// in line (lock.QueueOptions.Polling): more acquisitions and more
+	// overlaps in a short unfenced run.
 	Polling bool
 
 	// Sets makes each cycle take the locks of a set of 2 or 3 keys with
@@ -226,7 +227,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r := newRunner(cfg)
 	opts := cfg.clientOptions()
-	r.client = lock.New(recording(r, cfg.Backend), &opts)
+	r.client = lock.New(recordingBackend{Backend: cfg.Backend, r: r}, &opts)
 	d, err := r.drive(ctx, func(ctx context.Context, w *worker) { w.loop(ctx) })
 	if err != nil {
 		return nil, err
@@ -273,6 +274,7 @@ func (r *runner) drive(ctx context.Context, loop func(ctx context.Context, w *wo
 	cfg := r.cfg
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
+	r.stop = cancel
 	var bg sync.WaitGroup
 	if cfg.Network != nil {
 		background = append(background, r.injectFaults)
@@ -298,6 +300,12 @@ func (r *runner) drive(ctx context.Context, loop func(ctx context.Context, w *wo
 		cfg.Network.Heal()
 	}
 	d.elapsed = time.Since(r.start)
+	r.mu.Lock()
+	unsupported := r.unsupported
+	r.mu.Unlock()
+	if unsupported != nil {
+		return driven{}, fmt.Errorf("chaos: backend %q cannot serve this run (driver.ErrUnsupported): %w", cfg.Name, unsupported)
+	}
 
 	d.held = make([][]int64, len(workers))
 	for i, w := range workers {
@@ -322,8 +330,10 @@ type runner struct {
 	client    *lock.Client
 	start     time.Time
 	lockIndex map[string]int // lock name -> key index
+	stop      func()         // ends the run early (drive sets it before the workers start)
 
 	mu              sync.Mutex
+	unsupported     error // the first driver.ErrUnsupported a worker was given
 	releases        []Op  // every Backend.Release call, whoever made it
 	inside          []int // per key: workers that believe they hold its lock
 	overlaps        int
@@ -360,6 +370,24 @@ func (r *runner) leave(k int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.inside[k]--
+}
+
+// failed notes that a worker's acquisition failed with err. A backend that
+// answers driver.ErrUnsupported cannot serve the run's shape: the run then
+// ends at once, and its Run function returns that error instead of a report.
+func (r *runner) failed(ctx context.Context, err error) {
+	if errors.Is(err, driver.ErrUnsupported) {
+		r.mu.Lock()
+		if r.unsupported == nil {
+			r.unsupported = err
+		}
+		r.mu.Unlock()
+		r.stop()
+		return
+	}
+	if ctx.Err() == nil {
+		r.count(&r.acquireFailures)
+	}
 }
 
 func (r *runner) count(n *int) {
@@ -497,9 +525,7 @@ func (w *worker) cycle(ctx context.Context, k int) {
 	// recordingBackend), with that attempt's own window.
 	lease, err := w.r.client.Acquire(context.WithValue(ctx, attemptKey{}, w), cfg.lockName(k), cfg.TTL)
 	if err != nil {
-		if ctx.Err() == nil {
-			w.r.count(&w.r.acquireFailures)
-		}
+		w.r.failed(ctx, err)
 		return
 	}
 	w.acquired()
@@ -630,34 +656,6 @@ func (w *worker) record(o Op) {
 // attemptKey is the context key under which a worker's Acquire (or
 // DoMulti) tells the backend which worker it is for (a *worker).
 type attemptKey struct{}
-
-// recordingBackend records every Backend.Acquire call that returns a token,
-// with the call's own invocation and return times. lock.Client.Acquire may
-// make many attempts; the token comes from one of them, and only that one's
-// window says when the token was minted. Timing the whole retry loop instead
-// would let a backend hand a waiter a token below one returned while it
-// waited. It records every Release call too (record_multi.go), for the check
-// that no two owners held one name at once.
-type recordingBackend struct {
-	lock.Backend
-	r *runner
-}
-
-func (b recordingBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	call := b.r.now()
-	tok, err := b.Backend.Acquire(ctx, name, owner, ttl)
-	b.record(ctx, name, owner, tok, err, call, b.r.now())
-	return tok, err
-}
-
-// record notes an acquisition call that returned a token for name.
-func (b recordingBackend) record(ctx context.Context, name, owner string, tok fence.Token, err error, call, ret int64) {
-	w, ok := ctx.Value(attemptKey{}).(*worker)
-	k, known := b.r.lockIndex[name]
-	if ok && known && err == nil {
-		w.record(Op{Kind: Acquire, Key: k, Token: int64(tok), Owner: owner, Outcome: OK, Call: call, Return: ret})
-	}
-}
 
 // byKind splits a history by key (or lock) for the operations of the given
 // kinds, each part sorted by call time.

@@ -15,6 +15,8 @@ import (
 	"github.com/fencekit/fencekit/adapters/memory"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/models"
+	"github.com/fencekit/fencekit/internal/testkit"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // seqHistory builds a sequential history of n fenced read-modify-writes on
@@ -187,24 +189,19 @@ func TestRunOnMemory(t *testing.T) {
 
 func TestRunUnfencedFails(t *testing.T) {
 	t.Parallel()
-	rep, err := Run(context.Background(), Config{
-		Name: "memory", Backend: memory.NewBackend(), Store: memory.NewStore(),
-		Workers: 5, Keys: 2, Duration: time.Second, TTL: 30 * time.Millisecond, Seed: 2, Unfenced: true,
+	testkit.SomeSeedShows(t, 3, "an unfenced run must lose increments and fail both checks", func(seed uint64) (bool, string) {
+		rep, err := Run(context.Background(), Config{
+			Name: "memory", Backend: memory.NewBackend(), Store: memory.NewStore(),
+			Workers: 5, Keys: 2, Duration: time.Second, TTL: 30 * time.Millisecond, Seed: seed, Unfenced: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.StaleRefused != 0 {
+			t.Fatalf("an unfenced store refused %d writes", rep.StaleRefused)
+		}
+		return !rep.OK() && rep.Lost > 0 && rep.StaleAccepted > 0 && rep.Register.Result == porcupine.Illegal, printed(rep)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	rep.Print(&out)
-	if rep.OK() || rep.Lost == 0 || rep.StaleAccepted == 0 || rep.Register.Result != porcupine.Illegal {
-		t.Fatalf("an unfenced run must lose increments and fail both checks:\n%s", out.String())
-	}
-	if rep.StaleRefused != 0 {
-		t.Fatalf("an unfenced store refused %d writes", rep.StaleRefused)
-	}
-	if !strings.Contains(out.String(), "VIOLATIONS") {
-		t.Fatalf("report:\n%s", out.String())
-	}
 }
 
 // flakyStore fails every third write after applying it, and every fifth
@@ -314,40 +311,45 @@ func (brokenStore) Advance(context.Context, string, fence.Token) error { return 
 // brokenBackend is a lock backend with a bug: its tokens wrap around.
 type brokenBackend struct{ *memory.Backend }
 
-func (b brokenBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	t, err := b.Backend.Acquire(ctx, name, owner, ttl)
-	return t%4 + 1, err
+func (b brokenBackend) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	g, err := b.Backend.Acquire(ctx, req)
+	g.Token = g.Token%4 + 1
+	return g, err
 }
 
 // A fenced run over a broken store or a broken backend fails the check: it
 // catches adapters, not only applications that forget to fence.
 func TestRunCatchesBrokenAdapters(t *testing.T) {
 	t.Parallel()
-	cfg := Config{Workers: 5, Keys: 2, Duration: time.Second, TTL: 30 * time.Millisecond, Seed: 5}
-
-	c := cfg
-	c.Name, c.Backend, c.Store = "broken store", memory.NewBackend(), brokenStore{memory.NewStore()}
-	rep, err := Run(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.OK() || rep.Register.Result != porcupine.Illegal || rep.Lost == 0 {
-		var out bytes.Buffer
-		rep.Print(&out)
-		t.Fatalf("a store that ignores tokens passed:\n%s", out.String())
+	cfg := Config{Workers: 5, Keys: 2, Duration: time.Second, TTL: 30 * time.Millisecond}
+	run := func(c Config) *Report {
+		rep, err := Run(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
 	}
 
-	c = cfg
-	c.Name, c.Backend, c.Store = "broken backend", polling{brokenBackend{memory.NewBackend()}}, memory.NewStore()
-	rep, err = Run(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.OK() || rep.Regressions == 0 || rep.Tokens.Result != porcupine.Illegal {
-		var out bytes.Buffer
-		rep.Print(&out)
-		t.Fatalf("a backend whose tokens wrap around passed:\n%s", out.String())
-	}
+	testkit.SomeSeedShows(t, 3, "a store that ignores tokens must fail the run", func(seed uint64) (bool, string) {
+		c := cfg
+		c.Name, c.Backend, c.Store, c.Seed = "broken store", memory.NewBackend(), brokenStore{memory.NewStore()}, seed
+		rep := run(c)
+		return !rep.OK() && rep.Register.Result == porcupine.Illegal && rep.Lost > 0, printed(rep)
+	})
+
+	testkit.SomeSeedShows(t, 3, "a backend whose tokens wrap around must fail the run", func(seed uint64) (bool, string) {
+		c := cfg
+		c.Name, c.Backend, c.Store, c.Polling, c.Seed = "broken backend", brokenBackend{memory.NewBackend()}, memory.NewStore(), true, seed
+		rep := run(c)
+		return !rep.OK() && rep.Regressions > 0 && rep.Tokens.Result == porcupine.Illegal, printed(rep)
+	})
+}
+
+// printed is what rep.Print writes.
+func printed(rep *Report) string {
+	var out bytes.Buffer
+	rep.Print(&out)
+	return out.String()
 }
 
 // The history of a write resent by the client library: the first send
@@ -397,19 +399,19 @@ type waiterBackend struct {
 	reserved map[string]fence.Token
 }
 
-func (b *waiterBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
+func (b *waiterBackend) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
 	b.mu.Lock()
-	tok, ok := b.reserved[owner]
+	tok, ok := b.reserved[req.Owner]
 	if !ok {
 		b.next++
 		tok = fence.Token(b.next)
-		b.reserved[owner] = tok
+		b.reserved[req.Owner] = tok
 	}
 	b.mu.Unlock()
-	if _, err := b.Backend.Acquire(ctx, name, owner, ttl); err != nil {
-		return 0, err
+	if _, err := b.Backend.Acquire(ctx, req); err != nil {
+		return driver.Grant{}, err
 	}
-	return tok, nil
+	return driver.Grant{Token: tok}, nil
 }
 
 // Each waiter's token is below one returned while it waited, and each is
@@ -418,7 +420,7 @@ func (b *waiterBackend) Acquire(ctx context.Context, name, owner string, ttl tim
 func TestRunCatchesATokenBelowOneReturnedWhileWaiting(t *testing.T) {
 	t.Parallel()
 	rep, err := Run(context.Background(), Config{
-		Name: "waiter tokens", Backend: polling{&waiterBackend{Backend: memory.NewBackend(), reserved: map[string]fence.Token{}}},
+		Name: "waiter tokens", Backend: &waiterBackend{Backend: memory.NewBackend(), reserved: map[string]fence.Token{}}, Polling: true,
 		Store: memory.NewStore(), Workers: 5, Keys: 1, Duration: time.Second, TTL: 30 * time.Millisecond, Seed: 6,
 	})
 	if err != nil {

@@ -182,7 +182,7 @@ func checkRegister(byKey [][]Op, limit time.Duration) Verdict {
 }
 
 // checkTokens checks every lock's acquisitions against the token model
-// shared with lock/locktest (models.Tokens). A segment is cut after an
+// shared with lock/drivertest (models.Tokens). A segment is cut after an
 // acquisition that overlaps no other, so the next one starts from its token
 // and owner.
 func checkTokens(byLock [][]Op, limit time.Duration) Verdict {

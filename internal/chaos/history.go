@@ -13,7 +13,7 @@ type Kind uint8
 
 // The operations a history records.
 const (
-	Acquire Kind = iota + 1 // one Backend.Acquire call (an attempt of lock.Client.Acquire) returned a token, or one name of an AcquireMulti call that did
+	Acquire Kind = iota + 1 // one Backend.Acquire call (an attempt of lock.Client.Acquire) returned a token, or one name of a set's Acquire call that did
 	Advance                 // Store.Advance with the lease's token
 	Get                     // Store.Get
 	Put                     // Store.Put of an incremented value

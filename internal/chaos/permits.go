@@ -2,32 +2,34 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Shape is the lock shape a permit run (RunPermits) exercises.
 type Shape string
 
-// The shapes of a PermitBackend.
+// The permit shapes a run can exercise.
 const (
 	// ShapeRW: one read-write lock per key. Writers increment the key
 	// under the write permit (Advance, Get, fenced Put); readers read it
-	// under a read permit and note its fence against their PriorWriter.
+	// under a read permit, first advancing it to their ReadFence, and note
+	// its fence against that ReadFence.
 	ShapeRW Shape = "rw"
 	// ShapeSemaphore: one semaphore of Permits permits; each holder
 	// increments a key of its choice under its permit's token.
 	ShapeSemaphore Shape = "semaphore"
 )
 
-// PermitConfig describes a run on the shapes of a lock.PermitBackend: the
-// workers, faults and fenced increments of Run, with semaphore permits or
-// read-write permits instead of a lock. Config.Backend must be a
-// lock.PermitBackend.
+// PermitConfig describes a run on the permit shapes: the workers, faults
+// and fenced increments of Run, with semaphore permits or read-write
+// permits instead of a lock.
 type PermitConfig struct {
 	Config
 	Shape Shape
@@ -37,7 +39,7 @@ type PermitConfig struct {
 	// rather than writes; default 0.5, negative for none.
 	ReadChance float64
 	// InspectEvery is how often a sampler asks the backend for the live
-	// permits of every name (InspectPermits); default TTL/3.
+	// permits of every name (Inspect); default TTL/3.
 	InspectEvery time.Duration
 	// ServerForgets says that the permit server may lose every permit and
 	// its last writer (killed and restarted without persistence). A
@@ -53,9 +55,6 @@ func (pc *PermitConfig) setDefaults() error {
 	if err := pc.Config.setDefaults(); err != nil {
 		return err
 	}
-	if _, ok := pc.Backend.(lock.PermitBackend); !ok {
-		return fmt.Errorf("%w: chaos: %T is not a lock.PermitBackend", lock.ErrUnsupported, pc.Backend)
-	}
 	switch pc.Shape {
 	case ShapeRW, ShapeSemaphore:
 	default:
@@ -64,8 +63,8 @@ func (pc *PermitConfig) setDefaults() error {
 	if pc.Permits == 0 {
 		pc.Permits = 2
 	}
-	if pc.Permits < 1 || pc.Permits > lock.MaxPermits {
-		return fence.Invalid("chaos: %d permits is outside 1 to %d", pc.Permits, lock.MaxPermits)
+	if pc.Permits < 1 || pc.Permits > driver.MaxPermits {
+		return fence.Invalid("chaos: %d permits is outside 1 to %d", pc.Permits, driver.MaxPermits)
 	}
 	if pc.ReadChance == 0 {
 		pc.ReadChance = 0.5
@@ -95,15 +94,16 @@ func (pc *PermitConfig) names() []string {
 // then the history is checked: the counter checks of Run (no stale write
 // accepted, no increment lost, the fenced-register model) and the shape's
 // own (PermitReport). It returns an error only when the run could not be
-// carried out.
+// carried out: among others, when the backend answers driver.ErrUnsupported
+// for the shape.
 func RunPermits(ctx context.Context, pc PermitConfig) (*PermitReport, error) {
 	if err := pc.setDefaults(); err != nil {
 		return nil, err
 	}
 	r := newRunner(pc.Config)
-	p := &permitRun{r: r, pc: pc, pb: pc.Backend.(lock.PermitBackend), pending: map[string]int64{}, inside: map[string]*holding{}}
+	p := &permitRun{r: r, pc: pc, pending: map[string]int64{}, inside: map[string]*holding{}}
 	opts := pc.clientOptions()
-	r.client = lock.New(permitRecording{Backend: pc.Backend, pb: p.pb, p: p}, &opts)
+	r.client = lock.New(permitRecording{Backend: pc.Backend, p: p}, &opts)
 	d, err := r.drive(ctx, p.loop, p.sample)
 	if err != nil {
 		return nil, err
@@ -117,7 +117,6 @@ func RunPermits(ctx context.Context, pc PermitConfig) (*PermitReport, error) {
 type permitRun struct {
 	r  *runner
 	pc PermitConfig
-	pb lock.PermitBackend
 
 	mu      sync.Mutex
 	pending map[string]int64 // owner -> call of its earliest attempt that may have minted a token
@@ -135,14 +134,14 @@ type permitRun struct {
 // holding counts the workers inside a name's Do, by kind.
 type holding struct{ readers, writers, sem int }
 
-// grant is one AcquirePermit that returned a permit. Call is the call of
+// grant is one Acquire of a permit that returned one. Call is the call of
 // the owner's earliest attempt since its last definite refusal: an attempt
 // whose reply was lost may have minted the token that a later attempt of
 // the same owner returns.
 type grant struct {
 	Name         string
 	Owner        string
-	Kind         lock.PermitKind
+	Kind         driver.Kind
 	Token, Prior int64
 	Call, Return int64
 }
@@ -151,11 +150,18 @@ type grant struct {
 // permit, and whether its lease was still live (Lease.Err nil) after the
 // read returned.
 type readObs struct {
-	Worker, Key  int
-	Token, Prior int64
-	Fence        int64
-	Live         bool
-	Call, Return int64
+	Worker, Key      int
+	Token, ReadFence int64
+	Fence            int64
+	Live             bool
+	Call, Return     int64
+}
+
+// note keeps what a reader saw.
+func (p *permitRun) note(o readObs) {
+	p.mu.Lock()
+	p.reads = append(p.reads, o)
+	p.mu.Unlock()
 }
 
 // liveSpan is a time during which a permit was certainly live on the
@@ -164,7 +170,7 @@ type readObs struct {
 // looked at its deadline. Nothing else of the permit's life is assumed.
 type liveSpan struct {
 	Name       string
-	Kind       lock.PermitKind
+	Kind       driver.Kind
 	Worker     int
 	Token      int64
 	Start, End int64
@@ -184,18 +190,18 @@ func (p *permitRun) loop(ctx context.Context, w *worker) {
 		k := w.rng.IntN(p.pc.Keys)
 		switch {
 		case p.pc.Shape == ShapeSemaphore:
-			p.cycle(ctx, w, k, lock.SemaphorePermit)
+			p.cycle(ctx, w, k, driver.Semaphore)
 		case p.pc.ReadChance > 0 && w.rng.Float64() < p.pc.ReadChance:
-			p.cycle(ctx, w, k, lock.ReadPermit)
+			p.cycle(ctx, w, k, driver.Read)
 		default:
-			p.cycle(ctx, w, k, lock.WritePermit)
+			p.cycle(ctx, w, k, driver.Write)
 		}
 	}
 }
 
 // cycle takes a permit of kind, without keep-alive so that a pause loses
-// it, and increments key k (or reads it, for a ReadPermit) under it.
-func (p *permitRun) cycle(ctx context.Context, w *worker, k int, kind lock.PermitKind) {
+// it, and increments key k (or reads it, for a Read permit) under it.
+func (p *permitRun) cycle(ctx context.Context, w *worker, k int, kind driver.Kind) {
 	r, pc := p.r, &p.pc
 	name := pc.names()[0]
 	if pc.Shape == ShapeRW {
@@ -209,7 +215,7 @@ func (p *permitRun) cycle(ctx context.Context, w *worker, k int, kind lock.Permi
 		span.check(r, l)
 		p.enter(name, kind)
 		defer p.leave(name, kind)
-		if kind == lock.ReadPermit {
+		if kind == driver.Read {
 			p.read(w, k, l, &span)
 		} else {
 			p.increment(w, k, l, &span)
@@ -224,22 +230,22 @@ func (p *permitRun) cycle(ctx context.Context, w *worker, k int, kind lock.Permi
 	var err error
 	opt := lock.WithKeepAlive(false)
 	switch kind {
-	case lock.SemaphorePermit:
+	case driver.Semaphore:
 		err = r.client.Semaphore(name, pc.Permits).Do(ctx, pc.TTL, fn, opt)
-	case lock.ReadPermit:
+	case driver.Read:
 		err = r.client.RWLock(name).DoRead(ctx, pc.TTL, fn, opt)
 	default:
 		err = r.client.RWLock(name).DoWrite(ctx, pc.TTL, fn, opt)
 	}
-	if err != nil && !ran && ctx.Err() == nil {
-		r.count(&r.acquireFailures)
+	if err != nil && !ran {
+		r.failed(ctx, err)
 	}
 }
 
 // enter records that a worker believes it holds a permit of kind on name,
 // counting an overlap when the shape forbids it (a zombie holder, paused
 // past its TTL, still believes it holds one).
-func (p *permitRun) enter(name string, kind lock.PermitKind) {
+func (p *permitRun) enter(name string, kind driver.Kind) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := p.inside[name]
@@ -248,17 +254,17 @@ func (p *permitRun) enter(name string, kind lock.PermitKind) {
 		p.inside[name] = h
 	}
 	switch kind {
-	case lock.SemaphorePermit:
+	case driver.Semaphore:
 		if h.sem >= p.pc.Permits {
 			p.overlaps++
 		}
 		h.sem++
-	case lock.ReadPermit:
+	case driver.Read:
 		if h.writers > 0 {
 			p.overlaps++
 		}
 		h.readers++
-	case lock.WritePermit:
+	case driver.Write:
 		if h.writers+h.readers > 0 {
 			p.overlaps++
 		}
@@ -267,16 +273,16 @@ func (p *permitRun) enter(name string, kind lock.PermitKind) {
 	p.believedMax = max(p.believedMax, h.sem+h.readers+h.writers)
 }
 
-func (p *permitRun) leave(name string, kind lock.PermitKind) {
+func (p *permitRun) leave(name string, kind driver.Kind) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := p.inside[name]
 	switch kind {
-	case lock.SemaphorePermit:
+	case driver.Semaphore:
 		h.sem--
-	case lock.ReadPermit:
+	case driver.Read:
 		h.readers--
-	case lock.WritePermit:
+	case driver.Write:
 		h.writers--
 	}
 }
@@ -331,13 +337,37 @@ func (p *permitRun) increment(w *worker, k int, l *lock.Lease, span *liveSpan) {
 }
 
 // read reads key k under a read permit and notes its fence, the permit's
-// PriorWriter, and whether the lease was still live once the read had
-// returned.
+// ReadFence, and whether the lease was still live once the read had
+// returned. Fenced, it first advances the key to the permit's ReadFence, as
+// docs/patterns.md tells a reader to, so that no writer granted before the
+// reader can change the key under it; an Advance refused as stale is noted
+// with the fence it met, which is above the ReadFence.
 func (p *permitRun) read(w *worker, k int, l *lock.Lease, span *liveSpan) {
 	r, cfg := p.r, &p.r.cfg
 	pauseAt := -1
 	if cfg.PauseChance > 0 && w.rng.Float64() < cfg.PauseChance {
 		pauseAt = w.rng.IntN(2)
+	}
+	readFence := int64(l.ReadFence())
+	if !cfg.Unfenced {
+		var met int64
+		call := r.now()
+		out := w.write(Advance, k, readFence, 0, 0, func(c context.Context) error {
+			err := l.Fenced(cfg.Store).Advance(c, cfg.key(k))
+			if se := (*fence.StaleError)(nil); errors.As(err, &se) {
+				met = int64(se.Fence)
+			}
+			return err
+		})
+		if out == Stale {
+			ret := r.now()
+			span.check(r, l)
+			p.note(readObs{Worker: w.id, Key: k, Token: int64(l.Token()), ReadFence: readFence,
+				Fence: met, Live: span.live && span.End >= ret, Call: call, Return: ret})
+		}
+		if out != OK {
+			return
+		}
 	}
 	w.maybePause(pauseAt, 0)
 	call := r.now()
@@ -355,11 +385,8 @@ func (p *permitRun) read(w *worker, k int, l *lock.Lease, span *liveSpan) {
 	// The check comes after the read returned: nil means the permit was
 	// live on the server over the whole read.
 	span.check(r, l)
-	obs := readObs{Worker: w.id, Key: k, Token: int64(l.Token()), Prior: int64(l.PriorWriter()),
-		Fence: get.Fence, Live: span.live && span.End >= get.Return, Call: get.Call, Return: get.Return}
-	p.mu.Lock()
-	p.reads = append(p.reads, obs)
-	p.mu.Unlock()
+	p.note(readObs{Worker: w.id, Key: k, Token: int64(l.Token()), ReadFence: readFence,
+		Fence: get.Fence, Live: span.live && span.End >= get.Return, Call: get.Call, Return: get.Return})
 	if cfg.Work > 0 {
 		time.Sleep(time.Duration(w.rng.Int64N(int64(cfg.Work))))
 	}
@@ -371,16 +398,20 @@ func (p *permitRun) read(w *worker, k int, l *lock.Lease, span *liveSpan) {
 // semaphore permits, or a writer with anyone else.
 func (p *permitRun) sample(ctx context.Context) {
 	names := p.pc.names()
+	kind := driver.Write // any permit kind names the permit name
+	if p.pc.Shape == ShapeSemaphore {
+		kind = driver.Semaphore
+	}
 	for sleep(ctx, p.pc.InspectEvery) {
 		for _, name := range names {
 			octx, cancel := context.WithTimeout(ctx, p.pc.OpTimeout)
-			ps, err := p.pb.InspectPermits(octx, name)
+			info, err := p.pc.Backend.Inspect(octx, name, kind)
 			cancel()
 			p.mu.Lock()
 			p.inspections++
 			if err != nil {
 				p.inspectFailures++
-			} else if bad := p.shapeBroken(ps); bad != "" {
+			} else if bad := p.shapeBroken(name, info); bad != "" {
 				p.inspectBad++
 				if p.inspectExample == "" {
 					p.inspectExample = bad
@@ -391,18 +422,19 @@ func (p *permitRun) sample(ctx context.Context) {
 	}
 }
 
-// shapeBroken describes what in ps the shape forbids, or returns "".
-func (p *permitRun) shapeBroken(ps lock.Permits) string {
-	kinds := map[lock.PermitKind]int{}
-	for _, h := range ps.Holders {
+// shapeBroken describes what in info, the live permits of name, the shape
+// forbids, or returns "".
+func (p *permitRun) shapeBroken(name string, info driver.Info) string {
+	kinds := map[driver.Kind]int{}
+	for _, h := range info.Holders {
 		kinds[h.Kind]++
 	}
-	n := len(ps.Holders)
+	n := len(info.Holders)
 	switch {
-	case p.pc.Shape == ShapeSemaphore && (n > p.pc.Permits || kinds[lock.SemaphorePermit] != n):
-		return fmt.Sprintf("%s has %d live permits (%d semaphore permits); the semaphore has %d", ps.Name, n, kinds[lock.SemaphorePermit], p.pc.Permits)
-	case p.pc.Shape == ShapeRW && kinds[lock.WritePermit] > 0 && n > 1:
-		return fmt.Sprintf("%s has a live write permit among %d live permits (%d writers)", ps.Name, n, kinds[lock.WritePermit])
+	case p.pc.Shape == ShapeSemaphore && (n > p.pc.Permits || kinds[driver.Semaphore] != n):
+		return fmt.Sprintf("%s has %d live permits (%d semaphore permits); the semaphore has %d", name, n, kinds[driver.Semaphore], p.pc.Permits)
+	case p.pc.Shape == ShapeRW && kinds[driver.Write] > 0 && n > 1:
+		return fmt.Sprintf("%s has a live write permit among %d live permits (%d writers)", name, n, kinds[driver.Write])
 	}
 	return ""
 }

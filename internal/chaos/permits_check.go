@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // exclusion sweeps the spans during which permits were certainly live and
@@ -40,7 +40,7 @@ func exclusion(spans []liveSpan, shape Shape, permits int) (n, most int, first s
 			}
 			return 1
 		})
-		live := map[lock.PermitKind][]liveSpan{}
+		live := map[driver.Kind][]liveSpan{}
 		for _, e := range events {
 			k := e.s.Kind
 			if !e.start {
@@ -54,9 +54,9 @@ func exclusion(spans []liveSpan, shape Shape, permits int) (n, most int, first s
 					bad = live[k]
 				}
 			default:
-				bad = live[lock.WritePermit]
-				if k == lock.WritePermit {
-					bad = append(slices.Clone(bad), live[lock.ReadPermit]...)
+				bad = live[driver.Write]
+				if k == driver.Write {
+					bad = append(slices.Clone(bad), live[driver.Read]...)
 				}
 			}
 			if len(bad) > 0 {
@@ -66,7 +66,7 @@ func exclusion(spans []liveSpan, shape Shape, permits int) (n, most int, first s
 				n++
 			}
 			live[k] = append(live[k], e.s)
-			most = max(most, len(live[lock.SemaphorePermit])+len(live[lock.ReadPermit])+len(live[lock.WritePermit]))
+			most = max(most, len(live[driver.Semaphore])+len(live[driver.Read])+len(live[driver.Write]))
 		}
 	}
 	return n, most, first
@@ -78,15 +78,15 @@ func (s liveSpan) String() string {
 }
 
 // readsAboveWriter counts the reads made while their read permit was
-// certainly live that saw a fence above the permit's PriorWriter. While a
+// certainly live that saw a fence above the permit's ReadFence. While a
 // read permit is live no write permit is granted, and every write permit
-// granted before it has a token at most PriorWriter; writes are fenced by
-// their permit's token, so the fence a live reader sees is at most
-// PriorWriter. A read whose permit had lapsed may see a newer writer's
-// fence: that is what PriorWriter lets a reader detect (lapsed).
+// granted before it has a token at most PriorWriter, below the ReadFence
+// the reader raised the key to; so the fence a live reader sees is at most
+// its ReadFence. A read whose permit had lapsed may see a newer writer's
+// fence: that is what the ReadFence lets a reader detect (lapsed).
 func readsAboveWriter(reads []readObs) (n, lapsed int, first string) {
 	for _, o := range reads {
-		if o.Fence <= o.Prior {
+		if o.Fence <= o.ReadFence {
 			continue
 		}
 		if !o.Live {
@@ -94,8 +94,8 @@ func readsAboveWriter(reads []readObs) (n, lapsed int, first string) {
 			continue
 		}
 		if n == 0 {
-			first = fmt.Sprintf("w%d read key %d under a live read permit (token %d, prior writer %d) and saw fence %d [%d, %d]",
-				o.Worker, o.Key, o.Token, o.Prior, o.Fence, o.Call, o.Return)
+			first = fmt.Sprintf("w%d read key %d under a live read permit (token %d, read fence %d) and saw fence %d [%d, %d]",
+				o.Worker, o.Key, o.Token, o.ReadFence, o.Fence, o.Call, o.Return)
 		}
 		n++
 	}
@@ -137,7 +137,7 @@ func permitTokens(grants []grant) (shared, regressions int, first string) {
 // a permit must be at least every writer known to precede it. (An owner's
 // retried acquire gets its own permit back, with the same PriorWriter.)
 func priorsForgotten(grants []grant) (n int, first string) {
-	writes := slices.DeleteFunc(slices.Clone(grants), func(g grant) bool { return g.Kind != lock.WritePermit })
+	writes := slices.DeleteFunc(slices.Clone(grants), func(g grant) bool { return g.Kind != driver.Write })
 	slices.SortFunc(writes, func(a, b grant) int { return cmp64(a.Return, b.Return) })
 	byCall := slices.Clone(grants)
 	slices.SortFunc(byCall, func(a, b grant) int { return cmp64(a.Call, b.Call) })

@@ -15,8 +15,8 @@ type PermitReport struct {
 	Permits    int     // the semaphore's permits
 	ReadChance float64 // RW: the share of reading cycles
 
-	SemGrants, ReadGrants, WriteGrants int // AcquirePermit calls that returned a permit
-	Refusals                           int // AcquirePermit calls refused (held, in line)
+	SemGrants, ReadGrants, WriteGrants int // permit Acquire calls that returned a permit
+	Refusals                           int // permit Acquire calls refused (held, in line)
 	Believed                           int // most workers that believed they held a permit on one name at once
 	Spans                              int // permits with a time during which they were certainly live
 	MostLive                           int // most permits certainly live at once on one name
@@ -27,15 +27,15 @@ type PermitReport struct {
 
 	Reads       int // reads under a read permit
 	ReadsLive   int // of those, reads whose permit was still live after them
-	NewerWriter int // reads after their permit lapsed that saw a fence above PriorWriter: what PriorWriter detects
+	NewerWriter int // reads after their permit lapsed that saw a fence above ReadFence: what ReadFence lets a reader detect
 	// ReadsAbove counts reads under a certainly-live read permit that saw a
-	// fence above the permit's PriorWriter (must be 0).
+	// fence above the permit's ReadFence (must be 0).
 	ReadsAbove int
 
 	TokensShared   int // grants of a token another owner was granted (must be 0)
 	PriorForgotten int // grants whose PriorWriter misses a writer granted before them (must be 0)
 
-	Inspections       int // InspectPermits samples taken
+	Inspections       int // Inspect samples taken
 	InspectFailures   int // samples that failed (faults)
 	InspectViolations int // samples showing more permits than the shape allows (must be 0)
 
@@ -118,7 +118,7 @@ func (r *PermitReport) Print(w io.Writer) {
 	if r.Shape == ShapeRW {
 		row("reads (permit still live after the read)", fmt.Sprintf("%d (%d)", r.Reads, r.ReadsLive))
 		row("lapsed reads that saw a newer writer", r.NewerWriter)
-		soft("live reads above PriorWriter (must be 0)", r.ReadsAbove)
+		soft("live reads above ReadFence (must be 0)", r.ReadsAbove)
 	}
 	row("writes (Put calls)", r.Writes)
 	row("stale writes refused", r.StaleRefused)

@@ -8,30 +8,39 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/adapters/memory"
-	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
-// polling hides a backend's queued waiting. The fakes that break Acquire
-// wrap the memory backend, whose AcquireOrEnqueue a queued Client would
-// call instead, bypassing the fault they inject.
-type polling struct{ lock.Backend }
+// nameByName is a backend that cannot take a set of names in one step: it
+// answers every set with driver.ErrNotAtomic, having changed nothing, so
+// that the Client takes the names one by one in sorted order.
+type nameByName struct{ driver.Backend }
 
-// countingQueue is the memory backend counting its AcquireOrEnqueue calls.
+func (b nameByName) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if req.Names != nil {
+		return driver.Grant{}, driver.ErrNotAtomic
+	}
+	return b.Backend.Acquire(ctx, req)
+}
+
+// countingQueue is the memory backend counting its Acquire calls that keep
+// a place in line.
 type countingQueue struct {
 	*memory.Backend
 	enqueues *atomic.Int64
 }
 
-func (c countingQueue) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, place time.Duration) (fence.Token, error) {
-	c.enqueues.Add(1)
-	return c.Backend.AcquireOrEnqueue(ctx, name, owner, ttl, place)
+func (c countingQueue) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if req.Place > 0 {
+		c.enqueues.Add(1)
+	}
+	return c.Backend.Acquire(ctx, req)
 }
 
-// TestRunQueuesOnAQueueBackend: on a backend with queued waiting the
-// workers wait in line (their Client.Acquire goes through AcquireOrEnqueue,
-// which the recording wrapper must not hide), and the checker stays clean.
-func TestRunQueuesOnAQueueBackend(t *testing.T) {
+// TestRunWaitsInLine: the workers wait in line (their Client.Acquire asks
+// with a place in line, which the recording wrapper must pass on), and the
+// checker stays clean.
+func TestRunWaitsInLine(t *testing.T) {
 	t.Parallel()
 	var n atomic.Int64
 	rep, err := Run(context.Background(), Config{
@@ -47,10 +56,10 @@ func TestRunQueuesOnAQueueBackend(t *testing.T) {
 		t.Fatalf("violations on a queued run:\n%s", out.String())
 	}
 	if n.Load() == 0 || rep.Acquisitions == 0 {
-		t.Fatalf("%d AcquireOrEnqueue calls, %d acquisitions: the workers did not wait in line\n%s", n.Load(), rep.Acquisitions, out.String())
+		t.Fatalf("%d Acquire calls with a place, %d acquisitions: the workers did not wait in line\n%s", n.Load(), rep.Acquisitions, out.String())
 	}
 	if rep.Regressions != 0 {
 		t.Fatalf("%d token regressions\n%s", rep.Regressions, out.String())
 	}
-	t.Logf("%d AcquireOrEnqueue calls for %d acquisitions", n.Load(), rep.Acquisitions)
+	t.Logf("%d Acquire calls with a place for %d acquisitions", n.Load(), rep.Acquisitions)
 }

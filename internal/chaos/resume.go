@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // RunResume is Run for leases that outlive their process: each cycle
@@ -37,13 +38,11 @@ func RunResume(ctx context.Context, cfg Config) (*ResumeReport, error) {
 		return nil, err
 	}
 	r := newRunner(cfg)
-	rec := recording(r, cfg.Backend)
+	rec := recordingBackend{Backend: cfg.Backend, r: r}
+	// A restarted process's Client runs on the recording backend too: its
+	// resume (an Acquire with Resume) mints no token and is not recorded
+	// as a grant, its releases are.
 	rr := &resumeRun{r: r, backend: rec, opts: cfg.clientOptions()}
-	// The restarted process resumes through the backend's own Resume when
-	// it has one; otherwise the Client resumes through the base contract.
-	if rs, ok := cfg.Backend.(lock.Resumer); ok {
-		rr.backend = resumingBackend{Backend: rec, rs: rs}
-	}
 	r.client = lock.New(rec, &rr.opts)
 	d, err := r.drive(ctx, func(ctx context.Context, w *worker) {
 		for ctx.Err() == nil {
@@ -62,7 +61,7 @@ func RunResume(ctx context.Context, cfg Config) (*ResumeReport, error) {
 // resumeRun is the state of a resume run besides the runner's.
 type resumeRun struct {
 	r       *runner
-	backend lock.Backend // what a restarted process's Client runs on
+	backend driver.Backend // what a restarted process's Client runs on
 	opts    lock.Options
 
 	mu      sync.Mutex
@@ -88,17 +87,6 @@ func (o resumeObs) String() string {
 		o.Worker, o.Key, o.Owner, o.Adopted, o.Token, o.Call, o.Return)
 }
 
-// resumingBackend passes Resume on to a backend that has it
-// (lock.Resumer), the rest to the recording backend.
-type resumingBackend struct {
-	lock.Backend
-	rs lock.Resumer
-}
-
-func (b resumingBackend) Resume(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	return b.rs.Resume(ctx, name, owner, ttl)
-}
-
 // cycle acquires key k's lock, increments the key, drops the lease as a
 // process that dies would, and lets a new Client resume the lease by its
 // owner and increment the key again with the same token.
@@ -108,9 +96,7 @@ func (rr *resumeRun) cycle(ctx context.Context, w *worker, k int) {
 	began := r.now()
 	lease, err := r.client.Acquire(context.WithValue(ctx, attemptKey{}, w), name, cfg.TTL)
 	if err != nil {
-		if ctx.Err() == nil {
-			r.count(&r.acquireFailures)
-		}
+		r.failed(ctx, err)
 		return
 	}
 	w.acquired()
@@ -138,6 +124,10 @@ func (rr *resumeRun) cycle(ctx context.Context, w *worker, k int) {
 	resumed, err := restarted.Resume(octx, name, owner, cfg.TTL)
 	cancel()
 	obs.Return, obs.Err = r.now(), err
+	if errors.Is(err, driver.ErrUnsupported) {
+		r.failed(ctx, err) // a backend that cannot resume: the run ends
+		return
+	}
 	if err == nil {
 		obs.Token = int64(resumed.Token())
 	}

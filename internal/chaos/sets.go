@@ -28,14 +28,14 @@ func (w *worker) setCycle(ctx context.Context, keys []int) {
 	}
 	ran := false
 	// The backend records each attempt that returns tokens (see
-	// recordingBackend.AcquireMulti), with that attempt's own window.
+	// recordingBackend.Acquire), with that attempt's own window.
 	err := w.r.client.DoMulti(context.WithValue(ctx, attemptKey{}, w), names, cfg.TTL, func(_ context.Context, set *lock.MultiLease) error {
 		ran = true
 		w.underSet(keys, set)
 		return nil // what DoMulti says of the set afterwards changes nothing here
 	}, lock.WithKeepAlive(false))
-	if !ran && err != nil && ctx.Err() == nil {
-		w.r.count(&w.r.acquireFailures)
+	if !ran && err != nil {
+		w.r.failed(ctx, err)
 	}
 }
 

@@ -15,8 +15,8 @@ import (
 	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
 	"github.com/fencekit/fencekit/internal/containers"
 	"github.com/fencekit/fencekit/internal/testkit"
-	"github.com/fencekit/fencekit/lock"
-	"github.com/fencekit/fencekit/lock/locktest"
+	"github.com/fencekit/fencekit/lock/driver"
+	"github.com/fencekit/fencekit/lock/drivertest"
 )
 
 // migratedPool returns a pool on the PostgreSQL container whose connections
@@ -32,9 +32,10 @@ func migratedPool(t *testing.T) *pgxpool.Pool {
 	return pool
 }
 
-// TestPostgresConformance runs both conformance suites, Linearizable and
-// Monotonic on the PostgreSQL container, with pgxpool's default
-// configuration; every check gets a fresh schema.
+// TestPostgresConformance runs both conformance suites (drivertest's
+// includes the token-monotonicity check) and Linearizable on the
+// PostgreSQL container, with pgxpool's default configuration; every check
+// gets a fresh schema.
 func TestPostgresConformance(t *testing.T) {
 	containers.PostgresURL(t) // skip once here rather than in every check
 	t.Run("Store", func(t *testing.T) {
@@ -43,9 +44,8 @@ func TestPostgresConformance(t *testing.T) {
 	t.Run("Linearizable", func(t *testing.T) {
 		fencetest.Linearizable(t, postgres.NewStore(migratedPool(t), nil), nil)
 	})
-	newBackend := func(t *testing.T) lock.Backend { return postgres.NewBackend(migratedPool(t), nil) }
-	t.Run("Backend", func(t *testing.T) { locktest.Run(t, newBackend) })
-	t.Run("Monotonic", func(t *testing.T) { locktest.Monotonic(t, newBackend) })
+	newBackend := func(t *testing.T) driver.Backend { return postgres.NewBackend(migratedPool(t), nil) }
+	t.Run("Backend", func(t *testing.T) { drivertest.Run(t, newBackend) })
 }
 
 // TestPostgresFaults runs both fault kits on the PostgreSQL container, every
@@ -72,8 +72,12 @@ func TestPostgresFaults(t *testing.T) {
 		})
 	})
 	t.Run("Backend", func(t *testing.T) {
-		locktest.RunFaults(t, addr, func(t *testing.T, dial faultproxy.DialFunc) lock.Backend {
+		// An Acquire of one name or of a permit, and a resume, are one
+		// request; a set's transaction sends BEGIN and the batch of its
+		// statements, each waiting for its reply, before the COMMIT that
+		// takes the set.
+		drivertest.RunFaults(t, addr, func(t *testing.T, dial faultproxy.DialFunc) driver.Backend {
 			return postgres.NewBackend(pool(t, dial), nil)
-		})
+		}, &drivertest.FaultOptions{RequestsBeforeSet: 2})
 	})
 }

@@ -11,12 +11,13 @@ import (
 	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
 	"github.com/fencekit/fencekit/internal/containers"
 	"github.com/fencekit/fencekit/internal/testkit"
-	"github.com/fencekit/fencekit/lock"
-	"github.com/fencekit/fencekit/lock/locktest"
+	"github.com/fencekit/fencekit/lock/driver"
+	"github.com/fencekit/fencekit/lock/drivertest"
 )
 
-// TestRedisConformance runs both conformance suites, Linearizable and
-// Monotonic on the Redis container, with go-redis's default options.
+// TestRedisConformance runs both conformance suites (drivertest's includes
+// the token-monotonicity check) and Linearizable on the Redis container,
+// with go-redis's default options.
 func TestRedisConformance(t *testing.T) {
 	client := testkit.RedisAt(t, containers.RedisURL(t))
 	t.Run("Store", func(t *testing.T) {
@@ -27,11 +28,10 @@ func TestRedisConformance(t *testing.T) {
 	t.Run("Linearizable", func(t *testing.T) {
 		fencetest.Linearizable(t, fenceredis.NewStore(client, &fenceredis.StoreOptions{Prefix: testkit.RedisPrefix(t, client)}), nil)
 	})
-	newBackend := func(t *testing.T) lock.Backend {
+	newBackend := func(t *testing.T) driver.Backend {
 		return fenceredis.NewBackend(client, &fenceredis.BackendOptions{Prefix: testkit.RedisPrefix(t, client)})
 	}
-	t.Run("Backend", func(t *testing.T) { locktest.Run(t, newBackend) })
-	t.Run("Monotonic", func(t *testing.T) { locktest.Monotonic(t, newBackend) })
+	t.Run("Backend", func(t *testing.T) { drivertest.Run(t, newBackend) })
 }
 
 // TestRedisFaults runs both fault kits on the Redis container, every
@@ -56,8 +56,10 @@ func TestRedisFaults(t *testing.T) {
 		})
 	})
 	t.Run("Backend", func(t *testing.T) {
-		locktest.RunFaults(t, opts.Addr, func(t *testing.T, dial faultproxy.DialFunc) lock.Backend {
+		// Every Acquire, of a lock, a set or a permit, and a resume, is
+		// one script: no request goes before the grant (nil options).
+		drivertest.RunFaults(t, opts.Addr, func(t *testing.T, dial faultproxy.DialFunc) driver.Backend {
 			return fenceredis.NewBackend(client(t, dial), &fenceredis.BackendOptions{Prefix: prefix})
-		})
+		}, nil)
 	})
 }

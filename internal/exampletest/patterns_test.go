@@ -50,9 +50,10 @@ func TestPatternsCiteExistingTests(t *testing.T) {
 			t.Errorf("docs/patterns.md cites %s, which no test file defines", m[1])
 		}
 	}
-	// Conformance checks are cited after the suite's name: "locktest
-	// `KeepAliveDetectsLoss`, `DoCancelsOnLoss`" or "fault kit check `X`".
-	checks := regexp.MustCompile("(?:fencetest|locktest|fault kit(?: check)?)\\s+((?:`[A-Z][A-Za-z]+`[,\\s]*(?:and\\s+)?)+)").FindAllStringSubmatch(string(doc), -1)
+	// Conformance checks are cited after the suite's name: "drivertest
+	// `KeepAliveDetectsLoss`, `DoCancelsOnLoss`" (locktest, its old name,
+	// too) or "fault kit check `X`".
+	checks := regexp.MustCompile("(?:fencetest|drivertest|locktest|fault kit(?: check)?)\\s+((?:`[A-Z][A-Za-z]+`[,\\s]*(?:and\\s+)?)+)").FindAllStringSubmatch(string(doc), -1)
 	n := 0
 	for _, m := range checks {
 		for _, name := range regexp.MustCompile("`([A-Z][A-Za-z]+)`").FindAllStringSubmatch(m[1], -1) {

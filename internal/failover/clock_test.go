@@ -58,7 +58,7 @@ func TestClockStepBackRedisMintsBelowEarlierTokenOnceCounterGone(t *testing.T) {
 	before := func(bk *fenceredis.Backend) fence.Token {
 		o := testkit.Owner(t)
 		tok := mustAcquire(t, ctx, bk, "job", o, time.Minute)
-		require.NoError(t, bk.Release(ctx, "job", o))
+		require.NoError(t, release(ctx, bk, "job", o))
 		return tok
 	}
 	tok1 := before(b)
@@ -75,7 +75,7 @@ func TestClockStepBackRedisMintsBelowEarlierTokenOnceCounterGone(t *testing.T) {
 	tok2 := mustAcquire(t, ctx, b, "job", owner2, time.Minute)
 	require.Equal(t, tok1+1, tok2, "with the counter present the next token is counter+1")
 	require.NoError(t, store.Put(ctx, "resource", tok2, []byte("counter+1")))
-	require.NoError(t, b.Release(ctx, "job", owner2))
+	require.NoError(t, release(ctx, b, "job", owner2))
 
 	// Counter gone: wait for its idle expiry (on the server's clock, which
 	// runs at normal speed after the step).
@@ -134,12 +134,12 @@ func TestClockStepPostgresTokensIgnoreItExpiryFollowsIt(t *testing.T) {
 
 	clock.Set("-3600")
 	require.True(t, time.Until(dbNow()) < -59*time.Minute, "the database clock did not step back: %v", dbNow())
-	info, err := p.backend.Inspect(ctx, "job")
+	info, err := inspect(ctx, p.backend, "job")
 	require.NoError(t, err)
 	require.True(t, info.TTL > time.Hour, "after a step back the lease lasts longer: TTL %v", info.TTL)
-	_, err = p.backend.Acquire(ctx, "job", testkit.Owner(t), time.Minute)
+	_, err = acquire(ctx, p.backend, "job", testkit.Owner(t), time.Minute)
 	require.ErrorIs(t, err, lock.ErrHeld)
-	require.NoError(t, p.backend.Release(ctx, "job", first))
+	require.NoError(t, release(ctx, p.backend, "job", first))
 	second := testkit.Owner(t)
 	tok2 := mustAcquire(t, ctx, p.backend, "job", second, time.Minute)
 	require.Equal(t, tok1+1, tok2, "the token after a step back")
@@ -148,7 +148,7 @@ func TestClockStepPostgresTokensIgnoreItExpiryFollowsIt(t *testing.T) {
 	clock.Set("+3600")
 	require.True(t, time.Until(dbNow()) > 59*time.Minute, "the database clock did not step ahead: %v", dbNow())
 	third := testkit.Owner(t)
-	tok3, err := p.backend.Acquire(ctx, "job", third, time.Minute)
+	tok3, err := acquire(ctx, p.backend, "job", third, time.Minute)
 	require.NoError(t, err, "a step ahead expires the one-minute lease at once")
 	require.Greater(t, tok3, tok2)
 	require.NoError(t, p.store.Put(ctx, "resource", tok3, []byte("third")))

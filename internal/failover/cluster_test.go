@@ -99,7 +99,7 @@ func TestClusterFailoverPromotesReplicaKeepsOtherSlotsAndTokens(t *testing.T) {
 				case <-time.After(20 * time.Millisecond): // call rate during the failover
 				}
 				cctx, cancel := context.WithTimeout(ctx, time.Second)
-				_, err := b.Inspect(cctx, name)
+				_, err := inspect(cctx, b, name)
 				if err == nil {
 					err = s.Put(cctx, name, tokens[i], []byte("during"))
 				}
@@ -120,7 +120,7 @@ func TestClusterFailoverPromotesReplicaKeepsOtherSlotsAndTokens(t *testing.T) {
 	// Sent once each while the slot's master is dead: they fail, and must
 	// not be sent again once the client has found the new master.
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	err := b.Release(cctx, names[0], owners[0])
+	err := release(cctx, b, names[0], owners[0])
 	cancel()
 	require.Error(t, err, "release on the dead master")
 	require.NotErrorIs(t, err, lock.ErrNotHeld, "release on the dead master")
@@ -148,13 +148,13 @@ func TestClusterFailoverPromotesReplicaKeepsOtherSlotsAndTokens(t *testing.T) {
 	// options and no ReloadState call: the failing calls above and below
 	// make the adapter ask for a slot-map reload.
 	promotedAt := time.Now()
-	err, seen := retry(ctx, 15*time.Second, func(c context.Context) error { _, err := b.Inspect(c, names[0]); return err })
+	err, seen := retry(ctx, 15*time.Second, func(c context.Context) error { _, err := inspect(c, b, names[0]); return err })
 	require.NoError(t, err, "calls on the failed slot did not reach the promoted master within 15 s")
 	t.Logf("calls on the failed slot reached the promoted master %v after the promotion (%d failed first)", time.Since(promotedAt), len(seen))
 
 	// The Release and the Put sent while the master was dead were not sent
 	// again: the lease is still the old owner's, the spare record unwritten.
-	info, err := b.Inspect(ctx, names[0])
+	info, err := inspect(ctx, b, names[0])
 	require.NoError(t, err)
 	require.True(t, info.Held && info.Owner == owners[0] && info.Token == tokens[0],
 		"lease on the failed slot after the promotion: %+v, want owner %s token %d", info, owners[0], tokens[0])
@@ -162,7 +162,7 @@ func TestClusterFailoverPromotesReplicaKeepsOtherSlotsAndTokens(t *testing.T) {
 	require.ErrorIs(t, err, fence.ErrNotFound, "the put sent while the master was dead")
 
 	newOwner := testkit.Owner(t)
-	require.NoError(t, b.Release(ctx, names[0], owners[0]), "release on the failed slot after the promotion")
+	require.NoError(t, release(ctx, b, names[0], owners[0]), "release on the failed slot after the promotion")
 	newTok := mustAcquire(t, ctx, b, names[0], newOwner, time.Minute)
 	close(stopCh)
 	wg.Wait()
@@ -181,7 +181,7 @@ func TestClusterFailoverPromotesReplicaKeepsOtherSlotsAndTokens(t *testing.T) {
 	}
 	t.Logf("errors the callers saw during the failover: %v", kinds)
 	for i := 1; i < len(names); i++ {
-		info, err := b.Inspect(ctx, names[i])
+		info, err := inspect(ctx, b, names[i])
 		require.NoError(t, err)
 		require.True(t, info.Held && info.Owner == owners[i] && info.Token == tokens[i],
 			"lock %s on a master that did not fail: %+v, want owner %s token %d", names[i], info, owners[i], tokens[i])

@@ -14,6 +14,7 @@ import (
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // TestPartitionNetnsCutClientLosesLeaseAndIsFenced cuts a lock holder from
@@ -53,7 +54,7 @@ func TestPartitionNetnsCutClientLosesLeaseAndIsFenced(t *testing.T) {
 	ns.Cut()
 	cutAt := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	_, err = cutBackend.Inspect(cctx, "job")
+	_, err = inspect(cctx, cutBackend, "job")
 	cancel()
 	require.Error(t, err, "a call across the cut")
 	require.True(t, errors.Is(err, context.DeadlineExceeded) || isTimeout(err),
@@ -94,11 +95,11 @@ func isTimeout(err error) bool {
 
 // acquireWhenFree polls Acquire until the lock is free (the server expired
 // the holder's lease) or within has passed.
-func acquireWhenFree(t *testing.T, ctx context.Context, b lock.Backend, name, owner string, within time.Duration) fence.Token {
+func acquireWhenFree(t *testing.T, ctx context.Context, b driver.Backend, name, owner string, within time.Duration) fence.Token {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		tok, err := b.Acquire(ctx, name, owner, time.Minute)
+		tok, err := acquire(ctx, b, name, owner, time.Minute)
 		if err == nil {
 			return tok
 		}

@@ -38,7 +38,7 @@ func TestSentinelFailoverTokensRiseAndWaitedLeaseSurvives(t *testing.T) {
 	oldOwner, keeper := testkit.Owner(t), testkit.Owner(t)
 	oldTok := mustAcquire(t, ctx, plain, "job", oldOwner, 10*time.Second)
 	require.NoError(t, store.Put(ctx, "resource", oldTok, []byte("old")))
-	require.NoError(t, plain.Release(ctx, "job", oldOwner))
+	require.NoError(t, release(ctx, plain, "job", oldOwner))
 	keptTok := mustAcquire(t, ctx, waited, "kept", keeper, 30*time.Second)
 
 	g.Primary.Kill()
@@ -60,11 +60,11 @@ func TestSentinelFailoverTokensRiseAndWaitedLeaseSurvives(t *testing.T) {
 	require.Equal(t, "new", string(rec.Value))
 
 	// The lease acquired with WaitReplicas survived the promotion.
-	info, err := waited.Inspect(ctx, "kept")
+	info, err := inspect(ctx, waited, "kept")
 	require.NoError(t, err)
 	require.True(t, info.Held && info.Owner == keeper && info.Token == keptTok,
 		"lease after the failover: %+v, want owner %s token %d", info, keeper, keptTok)
-	_, err = waited.Acquire(ctx, "kept", testkit.Owner(t), time.Second)
+	_, err = acquire(ctx, waited, "kept", testkit.Owner(t), time.Second)
 	require.ErrorIs(t, err, lock.ErrHeld, "another owner must be refused, got %v", err)
-	require.NoError(t, plain.Extend(ctx, "kept", keeper, 30*time.Second))
+	require.NoError(t, extend(ctx, plain, "kept", keeper, 30*time.Second))
 }

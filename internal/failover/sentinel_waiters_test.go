@@ -109,7 +109,7 @@ func TestSentinelFailoverWithWaitersQueued(t *testing.T) {
 	for _, name := range []string{"held", "crashed"} {
 		o := testkit.Owner(t)
 		before = append(before, mustAcquire(t, ctx, holders, name, o, 10*time.Second))
-		require.NoError(t, holders.Release(ctx, name, o))
+		require.NoError(t, release(ctx, holders, name, o))
 	}
 	holder, doomed := testkit.Owner(t), testkit.Owner(t)
 	before = append(before, mustAcquire(t, ctx, holders, "held", holder, time.Minute))
@@ -154,7 +154,7 @@ func TestSentinelFailoverWithWaitersQueued(t *testing.T) {
 	require.Equal(t, int64(2), promoted.ZCard(ctx, holders.QueueKey("held")).Val(), "waiters of held in line on the new primary")
 
 	// "held": the holder releases on the new primary; the line moves on.
-	err, seen := retry(ctx, 20*time.Second, func(c context.Context) error { return holders.Release(c, "held", holder) })
+	err, seen := retry(ctx, 20*time.Second, func(c context.Context) error { return release(c, holders, "held", holder) })
 	require.NoError(t, err, "release on the new primary (after %d failed attempts)", len(seen))
 	released := time.Now()
 	got1 := receive(t, firstServed, wokenWithin, "the first waiter after the release")

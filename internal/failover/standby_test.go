@@ -90,12 +90,12 @@ func TestStandbyPromotionSynchronousKeepsLeaseAndFences(t *testing.T) {
 	t.Logf("standby promoted in %v", time.Since(start))
 
 	s := openPG(t, standby.URL(), schema, false, sync)
-	var info lock.Info
-	info, err = s.backend.Inspect(ctx, "job")
+	var info lockInfo
+	info, err = inspect(ctx, s.backend, "job")
 	require.NoError(t, err)
 	require.True(t, info.Held && info.Owner == holder && info.Token == tok,
 		"lease on the promoted standby: %+v, want owner %s token %d", info, holder, tok)
-	_, err = s.backend.Acquire(ctx, "job", testkit.Owner(t), time.Second)
+	_, err = acquire(ctx, s.backend, "job", testkit.Owner(t), time.Second)
 	require.ErrorIs(t, err, lock.ErrHeld)
 	rec, err := s.store.Get(ctx, "resource")
 	require.NoError(t, err)
@@ -105,7 +105,7 @@ func TestStandbyPromotionSynchronousKeepsLeaseAndFences(t *testing.T) {
 	require.True(t, err == nil || errorsIsNotFound(err), "barrier: %v", err)
 	require.Equal(t, tok, rec.Fence, "the barrier's fence")
 
-	require.NoError(t, s.backend.Release(ctx, "job", holder))
+	require.NoError(t, release(ctx, s.backend, "job", holder))
 	next := mustAcquire(t, ctx, s.backend, "job", testkit.Owner(t), time.Minute)
 	require.Greater(t, next, tok, "the first token after the promotion")
 	require.NoError(t, s.store.Put(ctx, "resource", next, []byte("after")))
@@ -143,7 +143,7 @@ func TestStandbyPromotionAsynchronousLosesRecentLeasesAndFences(t *testing.T) {
 	primary.WaitStandbyCaughtUp(standby)
 
 	standby.Stop() // from here on, nothing reaches it
-	require.NoError(t, p.backend.Release(ctx, "job", first))
+	require.NoError(t, release(ctx, p.backend, "job", first))
 	second := testkit.Owner(t)
 	lostTok := mustAcquire(t, ctx, p.backend, "job", second, time.Minute)
 	require.Equal(t, tok+1, lostTok)
@@ -154,7 +154,7 @@ func TestStandbyPromotionAsynchronousLosesRecentLeasesAndFences(t *testing.T) {
 	standby.Promote()
 
 	s := openPG(t, standby.URL(), schema, false, nil)
-	info, err := s.backend.Inspect(ctx, "job")
+	info, err := inspect(ctx, s.backend, "job")
 	require.NoError(t, err)
 	require.True(t, info.Held && info.Owner == first && info.Token == tok,
 		"the released lease is back: %+v, want owner %s token %d", info, first, tok)
@@ -163,7 +163,7 @@ func TestStandbyPromotionAsynchronousLosesRecentLeasesAndFences(t *testing.T) {
 	require.Equal(t, tok, rec.Fence, "the fence went back")
 	require.Equal(t, "first", string(rec.Value), "the second holder's acknowledged write is lost")
 
-	require.NoError(t, s.backend.Release(ctx, "job", first))
+	require.NoError(t, release(ctx, s.backend, "job", first))
 	third := testkit.Owner(t)
 	again := mustAcquire(t, ctx, s.backend, "job", third, time.Minute)
 	require.Equal(t, lostTok, again, "the token handed to the second holder is minted again")

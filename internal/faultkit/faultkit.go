@@ -1,5 +1,5 @@
 // Package faultkit drives the network faults that fencetest.RunFaults and
-// locktest.RunFaults share: a reply lost after the server executed the
+// drivertest.RunFaults share: a reply lost after the server executed the
 // request, a connection cut while a request is on its way, a reply delayed
 // past the caller's deadline. It knows neither stores nor lock backends: the
 // kits hand it the call under test and the observations as functions.
@@ -193,7 +193,7 @@ func PastDeadline(ctx context.Context, p *faultproxy.Proxy, what string, call fu
 // fresh faultproxy.Proxy in front of addr. newEnv builds the check's
 // environment from the proxy's Dial (for the implementation under test) and
 // a plain dialer (for a second one on the same data); run performs the
-// check under timeout. fencetest.RunFaults and locktest.RunFaults share it.
+// check under timeout. fencetest.RunFaults and drivertest.RunFaults share it.
 func RunEach[E any](t *testing.T, addr string, timeout time.Duration, names []string,
 	newEnv func(t *testing.T, p *faultproxy.Proxy, plain faultproxy.DialFunc) E,
 	run func(ctx context.Context, i int, env E) error) {

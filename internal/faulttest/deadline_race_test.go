@@ -13,11 +13,9 @@ import (
 // passed (a paused holder): the deadline timer must not race newLease.
 func TestLeaseDeadlineTimerDoesNotRace(t *testing.T) {
 	lost := make(chan struct{}, 1)
-	c := lock.New(memory.NewBackend(), &lock.Options{Observer: func(e lock.Event) {
-		if e.Kind == lock.EventLost {
-			lost <- struct{}{}
-		}
-	}})
+	c := lock.New(memory.NewBackend(), &lock.Options{Observer: &lock.Observer{Lost: func(lock.Event) {
+		lost <- struct{}{}
+	}}})
 	l, err := c.TryAcquire(context.Background(), "race", 20*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)

@@ -7,58 +7,10 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/internal/chaos"
-	"github.com/fencekit/fencekit/lock"
 )
 
-// simPermits is a lock.PermitBackend behind simNet, as simBackend is a
-// lock.Backend.
-type simPermits struct {
-	simBackend
-	pb lock.PermitBackend
-}
-
-func (s simPermits) AcquirePermit(ctx context.Context, name, owner string, req lock.PermitRequest) (lock.Permit, error) {
-	if err := lock.ValidatePermit(name, owner, req); err != nil {
-		return lock.Permit{}, err
-	}
-	return simCall(ctx, s.n, func(c context.Context) (lock.Permit, error) { return s.pb.AcquirePermit(c, name, owner, req) })
-}
-
-func (s simPermits) ExtendPermit(ctx context.Context, name, owner string, ttl time.Duration) error {
-	return simDo(ctx, s.n, func(c context.Context) error { return s.pb.ExtendPermit(c, name, owner, ttl) })
-}
-
-func (s simPermits) ReleasePermit(ctx context.Context, name, owner string) error {
-	return simDo(ctx, s.n, func(c context.Context) error { return s.pb.ReleasePermit(c, name, owner) })
-}
-
-// AwaitPermit waits on the server side for at most max, as a server's
-// blocking wait would; the caller's ctx still ends its wait.
-func (s simPermits) AwaitPermit(ctx context.Context, name, owner string, max time.Duration) error {
-	return simDo(ctx, s.n, func(c context.Context) error { return s.pb.AwaitPermit(c, name, owner, max) })
-}
-
-func (s simPermits) LeavePermitLine(ctx context.Context, name, owner string) error {
-	return simDo(ctx, s.n, func(c context.Context) error { return s.pb.LeavePermitLine(c, name, owner) })
-}
-
-func (s simPermits) InspectPermits(ctx context.Context, name string) (lock.Permits, error) {
-	return simCall(ctx, s.n, func(c context.Context) (lock.Permits, error) { return s.pb.InspectPermits(c, name) })
-}
-
-// permitBackend is the rig's faulty backend as a lock.PermitBackend:
-// memory's behind simNet, or a server adapter's own when it has permits.
-func permitBackend(r *rig) (lock.Backend, bool) {
-	if sb, ok := r.backend.(simBackend); ok {
-		pb, ok := sb.b.(lock.PermitBackend)
-		return simPermits{sb, pb}, ok
-	}
-	_, ok := r.backend.(lock.PermitBackend)
-	return r.backend, ok
-}
-
 // Short chaos runs of the semaphore and the read-write lock on every
-// backend that has them (lock.PermitBackend), with pauses past the TTL and
+// backend (each has them: the driver contract), with pauses past the TTL and
 // network faults: no stale write lands, no increment is lost, no permit is
 // certainly live beside one its shape forbids, no reader under a live
 // permit sees a writer newer than its PriorWriter, tokens only go up.
@@ -68,10 +20,7 @@ func TestChaosPermits(t *testing.T) {
 			t.Run(b.name+"/"+string(shape), func(t *testing.T) {
 				t.Parallel()
 				r := b.make(t)
-				backend, ok := permitBackend(r)
-				if !ok {
-					t.Skipf("%T is not a lock.PermitBackend on this branch: its semaphores and read-write locks are not merged yet", r.backend)
-				}
+				backend := r.backend
 				// As in TestChaos: a run must find no violation, every
 				// time; one that exercised too little is run again, up
 				// to three in all, each checked in full.

@@ -70,7 +70,7 @@ func TestPostgresRestartMidGuardTransaction(t *testing.T) {
 	}
 
 	// The lease was committed before the restart: it is still there.
-	info, err := backend.Inspect(ctx, "transfer")
+	info, err := inspectLock(ctx, backend, "transfer")
 	if err != nil {
 		t.Fatal(err)
 	}

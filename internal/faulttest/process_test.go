@@ -25,6 +25,7 @@ import (
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // workerEnv switches the test binary into a worker process; its value names
@@ -72,7 +73,7 @@ func fencedPutWorker() int {
 	}
 	name, key, url := os.Getenv("FENCEKIT_FAULTTEST_LOCK"), os.Getenv("FENCEKIT_FAULTTEST_KEY"), os.Getenv("FENCEKIT_FAULTTEST_URL")
 	var (
-		backend lock.Backend
+		backend driver.Backend
 		store   fence.Store
 	)
 	switch os.Getenv("FENCEKIT_FAULTTEST_BACKEND") {
@@ -223,7 +224,10 @@ func (w *workerProcess) next(what string) string {
 	select {
 	case l, ok := <-w.lines:
 		if !ok {
-			w.t.Fatalf("worker exited before %s; stderr:\n%s", what, w.stderr.String())
+			// Wait copies the rest of its stderr before it returns: read
+			// before that, the worker's reason for failing may be missing.
+			err := w.cmd.Wait()
+			w.t.Fatalf("worker exited before %s (%v); stderr:\n%s", what, err, w.stderr.String())
 		}
 		return l
 	case <-time.After(30 * time.Second):

@@ -54,7 +54,7 @@ func TestRedisRestartWithoutPersistence(t *testing.T) {
 	srv.Stop()
 	srv.Start()
 
-	info, err := backend.Inspect(ctx, "job")
+	info, err := inspectLock(ctx, backend, "job")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestRedisReplicaPromotion(t *testing.T) {
 		mustPut(t, a.Fenced(store), "k", "a")
 		replica.Promote()
 
-		info, err := onReplica.Inspect(ctx, "job")
+		info, err := inspectLock(ctx, onReplica, "job")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,12 +225,12 @@ func TestRedisReplicaPromotion(t *testing.T) {
 		if !errors.Is(err, fenceredis.ErrReplication) {
 			t.Fatalf("acquire without a replica to acknowledge it: %v, want ErrReplication", err)
 		}
-		if info, err := onPrimary.Inspect(ctx, "other"); err != nil || info.Held {
+		if info, err := inspectLock(ctx, onPrimary, "other"); err != nil || info.Held {
 			t.Fatalf("the unacknowledged lease was not given back: %s, %v", describe(info), err)
 		}
 
 		replica.Promote()
-		info, err := onReplica.Inspect(ctx, "job")
+		info, err := inspectLock(ctx, onReplica, "job")
 		if err != nil {
 			t.Fatal(err)
 		}

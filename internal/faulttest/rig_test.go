@@ -12,7 +12,6 @@ package faulttest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"strconv"
 	"testing"
@@ -29,6 +28,7 @@ import (
 	"github.com/fencekit/fencekit/internal/chaos"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // faults is the network between a holder and its backend: the proxy's
@@ -52,12 +52,12 @@ type rig struct {
 	name string
 	ttl  time.Duration // a short lease, with margin for -race on 2 cores
 
-	backend lock.Backend // through the faults
+	backend driver.Backend // through the faults
 	store   fence.Store
 	net     faults
 	chaos   chaos.Network // the same faults for the chaos runner
 
-	direct      lock.Backend // never faulty
+	direct      driver.Backend // never faulty
 	directStore fence.Store
 
 	// warm makes sure the faulty path has an idle connection on which the
@@ -226,16 +226,16 @@ func warmUp(t *testing.T, r *rig) {
 	ctx := testCtx(t)
 	owner := newOwner(t)
 	name, key := "warm-"+owner[:8], "warm-"+owner[:8]
-	if _, err := r.backend.Acquire(ctx, name, owner, time.Second); err != nil {
+	if _, err := acquireLock(ctx, r.backend, name, owner, time.Second); err != nil {
 		t.Fatalf("warm-up acquire: %v", err)
 	}
-	if err := r.backend.Extend(ctx, name, owner, time.Second); err != nil {
+	if err := extendLock(ctx, r.backend, name, owner, time.Second); err != nil {
 		t.Fatalf("warm-up extend: %v", err)
 	}
-	if _, err := r.backend.Inspect(ctx, name); err != nil {
+	if _, err := inspectLock(ctx, r.backend, name); err != nil {
 		t.Fatalf("warm-up inspect: %v", err)
 	}
-	if err := r.backend.Release(ctx, name, owner); err != nil {
+	if err := releaseLock(ctx, r.backend, name, owner); err != nil {
 		t.Fatalf("warm-up release: %v", err)
 	}
 	if err := r.store.Advance(ctx, key, 1); err != nil {
@@ -277,12 +277,12 @@ func waitFree(t *testing.T, r *rig, name string) {
 }
 
 // waitFreeOn polls b until name's lease is gone, failing after 10 s.
-func waitFreeOn(t *testing.T, b lock.Backend, name string) {
+func waitFreeOn(t *testing.T, b driver.Backend, name string) {
 	t.Helper()
 	ctx := testCtx(t)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		info, err := b.Inspect(ctx, name)
+		info, err := inspectLock(ctx, b, name)
 		if err != nil {
 			t.Fatalf("inspect %s: %v", name, err)
 		}
@@ -323,8 +323,4 @@ func expectStale(t *testing.T, what string, err error) {
 	if !errors.Is(err, fence.ErrStale) || !errors.As(err, &se) {
 		t.Fatalf("%s: got %v, want fence.ErrStale", what, err)
 	}
-}
-
-func describe(info lock.Info) string {
-	return fmt.Sprintf("held=%v owner=%.8s token=%d ttl=%v", info.Held, info.Owner, info.Token, info.TTL)
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // simNet stands in for the network in front of the memory backend, with
@@ -26,7 +26,7 @@ type simNet struct {
 }
 
 // The simulated failures wrap the errno a real connection reports, so that
-// lock.Retryable judges them as it judges the real ones.
+// driver.Retryable judges them as it judges the real ones.
 var (
 	errSimCut     = fmt.Errorf("simnet: %w", syscall.ECONNREFUSED)
 	errSimDropped = fmt.Errorf("simnet: reply lost: %w", syscall.ECONNRESET)
@@ -156,29 +156,37 @@ func simDo(ctx context.Context, n *simNet, f func(context.Context) error) error 
 	return err
 }
 
-// simBackend is a lock.Backend behind simNet.
+// simBackend is a driver.Backend behind simNet: every call, whatever its
+// shape, travels the simulated network.
 type simBackend struct {
 	n *simNet
-	b lock.Backend
+	b driver.Backend
 }
 
-func (s simBackend) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
-		return 0, err
-	}
-	return simCall(ctx, s.n, func(c context.Context) (fence.Token, error) { return s.b.Acquire(c, name, owner, ttl) })
+func (s simBackend) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	return simCall(ctx, s.n, func(c context.Context) (driver.Grant, error) { return s.b.Acquire(c, req) })
 }
 
-func (s simBackend) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
-	return simDo(ctx, s.n, func(c context.Context) error { return s.b.Extend(c, name, owner, ttl) })
+func (s simBackend) Extend(ctx context.Context, claim driver.Claim, ttl time.Duration) error {
+	return simDo(ctx, s.n, func(c context.Context) error { return s.b.Extend(c, claim, ttl) })
 }
 
-func (s simBackend) Release(ctx context.Context, name, owner string) error {
-	return simDo(ctx, s.n, func(c context.Context) error { return s.b.Release(c, name, owner) })
+func (s simBackend) Release(ctx context.Context, claim driver.Claim) error {
+	return simDo(ctx, s.n, func(c context.Context) error { return s.b.Release(c, claim) })
 }
 
-func (s simBackend) Inspect(ctx context.Context, name string) (lock.Info, error) {
-	return simCall(ctx, s.n, func(c context.Context) (lock.Info, error) { return s.b.Inspect(c, name) })
+// Await waits on the server side for at most max, as a server's blocking
+// wait would; the caller's ctx still ends its wait.
+func (s simBackend) Await(ctx context.Context, claim driver.Claim, max time.Duration) error {
+	return simDo(ctx, s.n, func(c context.Context) error { return s.b.Await(c, claim, max) })
+}
+
+func (s simBackend) Leave(ctx context.Context, claim driver.Claim) error {
+	return simDo(ctx, s.n, func(c context.Context) error { return s.b.Leave(c, claim) })
+}
+
+func (s simBackend) Inspect(ctx context.Context, name string, kind driver.Kind) (driver.Info, error) {
+	return simCall(ctx, s.n, func(c context.Context) (driver.Info, error) { return s.b.Inspect(c, name, kind) })
 }
 
 // simStore is a fence.Store behind simNet.

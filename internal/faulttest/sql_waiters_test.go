@@ -22,6 +22,7 @@ import (
 	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Waiters under faults on the SQL backends (issue 22), as waiters_test.go
@@ -41,7 +42,7 @@ func init() {
 // scenarios: a direct path, a path through a proxy that can cut it, and
 // what a worker process needs to reach the same tables.
 type sqlRig struct {
-	direct, faulty lock.QueueBackend
+	direct, faulty driver.Backend
 	proxy          *faultproxy.Proxy
 	child          map[string]string
 }
@@ -140,7 +141,7 @@ func sqlQueueWaitWorker() int {
 		return workerFail("place: %v", err)
 	}
 	url := os.Getenv("FENCEKIT_FAULTTEST_URL")
-	var b lock.Backend
+	var b driver.Backend
 	switch kind := os.Getenv("FENCEKIT_FAULTTEST_BACKEND"); kind {
 	case "postgres", "sqldb-postgres":
 		cfg, err := pgxpool.ParseConfig(url)
@@ -177,11 +178,9 @@ func sqlQueueWaitWorker() int {
 	var once sync.Once
 	client := lock.New(b, &lock.Options{
 		Queue: lock.QueueOptions{PlaceTTL: place},
-		Observer: func(e lock.Event) {
-			if e.Kind == lock.EventRetrying {
-				once.Do(func() { fmt.Println("queued") })
-			}
-		},
+		Observer: &lock.Observer{Retrying: func(lock.Event) {
+			once.Do(func() { fmt.Println("queued") })
+		}},
 	})
 	l, err := client.Acquire(ctx, os.Getenv("FENCEKIT_FAULTTEST_LOCK"), time.Minute)
 	if err != nil {
@@ -201,7 +200,7 @@ func TestSQLWaiterKilled(t *testing.T) {
 		ctx := testCtx(t)
 		name := unique(t, "lock")
 		h := newOwner(t)
-		first, err := r.direct.Acquire(ctx, name, h, time.Minute)
+		first, err := acquireLock(ctx, r.direct, name, h, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,7 +224,7 @@ func TestSQLWaiterKilled(t *testing.T) {
 		for l := range w.lines {
 			t.Errorf("the killed waiter said %q", l)
 		}
-		if err := r.direct.Release(ctx, name, h); err != nil {
+		if err := releaseLock(ctx, r.direct, name, h); err != nil {
 			t.Fatal(err)
 		}
 		next.servedWithin(t, killed, waiterBound, "the first waiter was killed")
@@ -243,7 +242,7 @@ func TestSQLWaiterConnectionCut(t *testing.T) {
 		ctx := testCtx(t)
 		name := unique(t, "lock")
 		h := newOwner(t)
-		first, err := r.direct.Acquire(ctx, name, h, time.Minute)
+		first, err := acquireLock(ctx, r.direct, name, h, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +256,7 @@ func TestSQLWaiterConnectionCut(t *testing.T) {
 		r.proxy.CutAll()
 		defer r.proxy.Heal()
 		cut := time.Now()
-		if err := r.direct.Release(ctx, name, h); err != nil {
+		if err := releaseLock(ctx, r.direct, name, h); err != nil {
 			t.Fatal(err)
 		}
 		next.servedWithin(t, cut, waiterBound, "the first waiter was cut off")
@@ -280,9 +279,9 @@ func TestSQLWaiterConnectionCut(t *testing.T) {
 func TestSQLWaitersServerRestart(t *testing.T) {
 	servers := []struct {
 		name string
-		open func(t *testing.T) (b lock.QueueBackend, restart func())
+		open func(t *testing.T) (b driver.Backend, restart func())
 	}{
-		{"sqldb-postgres", func(t *testing.T) (lock.QueueBackend, func()) {
+		{"sqldb-postgres", func(t *testing.T) (driver.Backend, func()) {
 			srv := testkit.NewPostgresServer(t)
 			db := sqlDB(t, srv.Pool(t))
 			if err := sqldb.Migrate(testCtx(t), db, sqldb.PostgreSQL, nil); err != nil {
@@ -290,7 +289,7 @@ func TestSQLWaitersServerRestart(t *testing.T) {
 			}
 			return sqldb.NewBackend(db, sqldb.PostgreSQL, nil), func() { srv.Stop(); srv.Start() }
 		}},
-		{"sqldb-mysql", func(t *testing.T) (lock.QueueBackend, func()) {
+		{"sqldb-mysql", func(t *testing.T) (driver.Backend, func()) {
 			srv := testkit.NewMySQLServer(t)
 			db := testkit.OpenMySQL(t, srv.Config(t))
 			if err := sqldb.Migrate(testCtx(t), db, sqldb.MySQL, nil); err != nil {
@@ -305,7 +304,7 @@ func TestSQLWaitersServerRestart(t *testing.T) {
 			ctx := testCtx(t)
 			name := unique(t, "lock")
 			h := newOwner(t)
-			first, err := b.Acquire(ctx, name, h, time.Minute)
+			first, err := acquireLock(ctx, b, name, h, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -319,11 +318,11 @@ func TestSQLWaitersServerRestart(t *testing.T) {
 			// retried until the server answers.
 			deadline := time.Now().Add(20 * time.Second)
 			for {
-				err := b.Release(ctx, name, h)
+				err := releaseLock(ctx, b, name, h)
 				if err == nil {
 					break
 				}
-				if !lock.Retryable(err) || time.Now().After(deadline) {
+				if !driver.Retryable(err) || time.Now().After(deadline) {
 					t.Fatalf("Release after the restart: %v", err)
 				}
 				time.Sleep(50 * time.Millisecond)

@@ -19,6 +19,7 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Waiters under faults (issue 22): a waiter killed with SIGKILL, one whose
@@ -65,11 +66,9 @@ func queueWaitWorker() int {
 	var once sync.Once
 	client := lock.New(b, &lock.Options{
 		Queue: lock.QueueOptions{PlaceTTL: place},
-		Observer: func(e lock.Event) {
-			if e.Kind == lock.EventRetrying {
-				once.Do(func() { fmt.Println("queued") })
-			}
-		},
+		Observer: &lock.Observer{Retrying: func(lock.Event) {
+			once.Do(func() { fmt.Println("queued") })
+		}},
 	})
 	l, err := client.Acquire(ctx, os.Getenv("FENCEKIT_FAULTTEST_LOCK"), time.Minute)
 	if err != nil {
@@ -133,17 +132,15 @@ type queuedWaiter struct {
 
 // startQueuedWaiter starts who's Client.Acquire of name on b and returns
 // once it is in line, failing t when it is not refused within 10 s.
-func startQueuedWaiter(t *testing.T, ctx context.Context, b lock.Backend, name, who string, h *holds) *queuedWaiter {
+func startQueuedWaiter(t *testing.T, ctx context.Context, b driver.Backend, name, who string, h *holds) *queuedWaiter {
 	t.Helper()
 	w := &queuedWaiter{who: who, queued: make(chan struct{}), done: make(chan struct{})}
 	var once sync.Once
 	c := lock.New(b, &lock.Options{
 		Queue: lock.QueueOptions{PlaceTTL: waiterPlace},
-		Observer: func(e lock.Event) {
-			if e.Kind == lock.EventRetrying {
-				once.Do(func() { close(w.queued) })
-			}
-		},
+		Observer: &lock.Observer{Retrying: func(lock.Event) {
+			once.Do(func() { close(w.queued) })
+		}},
 	})
 	wctx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
@@ -191,50 +188,15 @@ func (w *queuedWaiter) servedWithin(t *testing.T, since time.Time, bound time.Du
 	}
 }
 
-// simQueue is the memory backend's queued waiting behind simNet, so that a
-// waiter on it can be cut off as one on Redis is.
-type simQueue struct {
-	simBackend
-	q lock.QueueBackend
-}
-
-func (s simQueue) AcquireOrEnqueue(ctx context.Context, name, owner string, ttl, place time.Duration) (fence.Token, error) {
-	if err := lock.ValidatePlace(name, owner, ttl, place); err != nil {
-		return 0, err
-	}
-	return simCall(ctx, s.n, func(c context.Context) (fence.Token, error) {
-		return s.q.AcquireOrEnqueue(c, name, owner, ttl, place)
-	})
-}
-
-func (s simQueue) AwaitTurn(ctx context.Context, name, owner string, max time.Duration) error {
-	return simDo(ctx, s.n, func(c context.Context) error { return s.q.AwaitTurn(c, name, owner, max) })
-}
-
-func (s simQueue) LeaveQueue(ctx context.Context, name, owner string) error {
-	return simDo(ctx, s.n, func(c context.Context) error { return s.q.LeaveQueue(c, name, owner) })
-}
-
-// eachQueueRig runs f on every rig whose backend queues waiters (memory and
-// Redis; PostgreSQL's queue is not on this branch), with the memory rig's
-// faulty path made a QueueBackend too.
+// eachQueueRig runs f on the rigs of memory and Redis, whose faulty path
+// (simNet's for memory) carries the waiters' places and wake-ups as every
+// other call; the SQL backends' waiters are sql_waiters_test.go's.
 func eachQueueRig(t *testing.T, f func(t *testing.T, r *rig)) {
 	for _, b := range backends {
 		if b.name == "postgres" {
 			continue
 		}
-		t.Run(b.name, func(t *testing.T) {
-			r := b.make(t)
-			if sb, ok := r.backend.(simBackend); ok {
-				r.backend = simQueue{simBackend: sb, q: r.direct.(lock.QueueBackend)}
-			}
-			for _, be := range []lock.Backend{r.backend, r.direct} {
-				if _, ok := be.(lock.QueueBackend); !ok {
-					t.Fatalf("%T does not queue", be)
-				}
-			}
-			f(t, r)
-		})
+		t.Run(b.name, func(t *testing.T) { f(t, b.make(t)) })
 	}
 }
 
@@ -247,15 +209,15 @@ func TestWaiterKilled(t *testing.T) {
 		ctx := testCtx(t)
 		name := unique(t, "lock")
 		h := newOwner(t)
-		first, err := r.direct.Acquire(ctx, name, h, time.Minute)
+		first, err := acquireLock(ctx, r.direct, name, h, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var kill func()
 		if r.child == nil {
 			dead := newOwner(t)
-			if _, err := r.direct.(lock.QueueBackend).AcquireOrEnqueue(ctx, name, dead, time.Minute, waiterPlace); !isHeld(err) {
-				t.Fatalf("the dead waiter's AcquireOrEnqueue: %v; want ErrHeld", err)
+			if _, err := enqueue(ctx, r.direct, name, dead, time.Minute, waiterPlace); !isHeld(err) {
+				t.Fatalf("the dead waiter's Acquire with a place: %v; want ErrHeld", err)
 			}
 			kill = func() {}
 		} else {
@@ -283,7 +245,7 @@ func TestWaiterKilled(t *testing.T) {
 		next := startQueuedWaiter(t, ctx, r.direct, name, "the waiter behind the dead one", &hs)
 		kill()
 		killed := time.Now()
-		if err := r.direct.Release(ctx, name, h); err != nil {
+		if err := releaseLock(ctx, r.direct, name, h); err != nil {
 			t.Fatal(err)
 		}
 		next.servedWithin(t, killed, waiterBound, "the first waiter died")
@@ -300,7 +262,7 @@ func TestWaiterConnectionCut(t *testing.T) {
 		ctx := testCtx(t)
 		name := unique(t, "lock")
 		h := newOwner(t)
-		first, err := r.direct.Acquire(ctx, name, h, time.Minute)
+		first, err := acquireLock(ctx, r.direct, name, h, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -310,7 +272,7 @@ func TestWaiterConnectionCut(t *testing.T) {
 		r.net.cut()
 		defer r.net.heal()
 		cut := time.Now()
-		if err := r.direct.Release(ctx, name, h); err != nil {
+		if err := releaseLock(ctx, r.direct, name, h); err != nil {
 			t.Fatal(err)
 		}
 		next.servedWithin(t, cut, waiterBound, "the first waiter was cut off")
@@ -334,7 +296,7 @@ func TestWaitersServerRestart(t *testing.T) {
 	ctx := testCtx(t)
 	b := fenceredis.NewBackend(c, &fenceredis.BackendOptions{Prefix: testkit.Namespace(t)})
 	name := unique(t, "lock")
-	first, err := b.Acquire(ctx, name, newOwner(t), time.Minute)
+	first, err := acquireLock(ctx, b, name, newOwner(t), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,6 +59,8 @@ type config struct {
 	mysqlURL                       string
 	urlFlags                       []string          // the kinds whose URL flags the command line gives
 	extraURLs                      map[string]string // a registered kind's server, by kind
+	kindFlags                      map[string]string // a registered kind's other flags, by flag name
+	set                            map[string]bool   // the flags the command line gives
 	redisCluster                   bool
 	prefix, storePrefix            string
 	leaseTable, storeTable         string
@@ -67,6 +69,8 @@ type config struct {
 
 	force, noFence bool
 	fences         keyList
+	allowUnwritten bool
+	owner          string
 	by             int64
 	interval       time.Duration
 	count          int
@@ -81,7 +85,7 @@ var commandFlags = map[string][]string{
 	"inspect": nil,
 	"list":    nil,
 	"fence":   nil,
-	"release": {"force", "fence", "no-fence"},
+	"release": {"force", "fence", "no-fence", "owner", "allow-unwritten"},
 	"bump":    {"by"},
 	"watch":   {"interval", "count"},
 }
@@ -99,20 +103,31 @@ var commandArgs = map[string][2]int{
 const usageText = `usage: fencectl [flags] COMMAND [ARGS]
 
 commands:
-  inspect NAME                     who holds the lock NAME: owner, metadata, token, TTL
-  list [PREFIX]                    the held locks, those whose names start with PREFIX
+  inspect NAME                     who holds NAME: the lock's holder (owner, metadata, token,
+                                   TTL), or the permits of the semaphore or read-write lock
+                                   NAME (shape, waiters, each permit's owner, kind, token, TTL)
+  list [PREFIX]                    the held locks and the permits in use, those whose names
+                                   start with PREFIX: one row per holder (KIND: lock,
+                                   semaphore N, read or write), with its waiters
   fence KEY                        the fence of KEY in the fenced store, and whether it holds a value
-  release --force NAME --fence KEY [--fence KEY...]
+  release --force NAME --fence KEY [--fence KEY...] [--owner OWNER]
                                    raise the fences of the KEYs past the holder's token,
-                                   then delete the lease (--no-fence: no keys)
+                                   then delete the lease (--no-fence: no keys); on a
+                                   semaphore or read-write lock, release one permit: the
+                                   one of --owner OWNER, needed when several hold
   bump --by N                      after a restore (SQL, NATS): raise every token by N
   watch [PREFIX] [--interval D] [--count N]
-                                   a live table of the held locks (token, TTL, metadata,
-                                   waiters in line), redrawn every D; q or Ctrl-C quits
+                                   a live table of the held locks and permits (kind, token,
+                                   TTL, metadata, waiters in line), redrawn every D;
+                                   q or Ctrl-C quits
 
-exit codes: 0 done, 1 failed, 2 usage, 3 nothing to do (release of a free lock)
+exit codes: 0 done, 1 failed, 2 usage (release: several holders and no --owner;
+a --fence KEY with no record in the store, without --allow-unwritten),
+3 nothing to do (release of a free lock, or of an --owner that holds nothing there)
 
-flags:
+The backend is the one whose server flag the command line gives, else the one
+whose variable is set; --backend chooses when several are. A backend's own
+flags (listed under it) are refused with another backend.
 `
 
 // parse reads args into a config. getenv supplies the URLs' defaults.
@@ -120,31 +135,40 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 	c := &config{}
 	fs := flag.NewFlagSet("fencectl", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usageText)
-		fs.PrintDefaults()
-	}
-	fs.StringVar(&c.backend, "backend", "", "redis, postgres, mysql, or postgres-sqldb (PostgreSQL through database/sql and adapters/sqldb)"+kindNames()+"; needed only when several servers are named")
+	groups := flagGroups()
+	fs.Usage = func() { printUsage(stderr, fs, groups) }
+	fs.StringVar(&c.backend, "backend", "", backendHelp())
 	fs.StringVar(&c.redisURL, "redis-url", getenv("FENCEKIT_REDIS_URL"), "Redis URL (default $FENCEKIT_REDIS_URL)")
-	fs.StringVar(&c.postgresURL, "postgres-url", getenv("FENCEKIT_POSTGRES_URL"), "PostgreSQL URL (default $FENCEKIT_POSTGRES_URL)")
+	fs.StringVar(&c.postgresURL, "postgres-url", getenv("FENCEKIT_POSTGRES_URL"), "PostgreSQL URL (default $FENCEKIT_POSTGRES_URL); postgres or postgres-sqldb")
 	fs.StringVar(&c.mysqlURL, "mysql-url", getenv("FENCEKIT_MYSQL_URL"), "MySQL/MariaDB DSN, user:password@tcp(host:port)/database (default $FENCEKIT_MYSQL_URL)")
 	c.extraURLs = map[string]string{}
+	c.kindFlags = map[string]string{}
 	flagKind := map[string]string{"redis-url": "redis", "postgres-url": "postgres", "mysql-url": "mysql"}
 	extra := map[string]*string{}
+	kindFlags := map[string]*string{}
 	for _, k := range kinds {
 		extra[k.Name] = fs.String(k.Flag, getenv(k.Env), k.Help+" (default $"+k.Env+")")
 		flagKind[k.Flag] = k.Name
+		for _, f := range k.Flags {
+			help := f.Help
+			if f.Env != "" {
+				help += " (default $" + f.Env + ")"
+			}
+			kindFlags[f.Name] = fs.String(f.Name, getenv(f.Env), help)
+		}
 	}
 	fs.BoolVar(&c.redisCluster, "redis-cluster", false, "the Redis URL names a Cluster: redis://host:port?addr=host2:port2&addr=...")
-	fs.StringVar(&c.prefix, "prefix", "fencekit", "Redis: key prefix of the locks (BackendOptions.Prefix)")
-	fs.StringVar(&c.storePrefix, "store-prefix", "fencekit", "Redis: key prefix of the fenced store (StoreOptions.Prefix)")
-	fs.StringVar(&c.leaseTable, "lease-table", "fencekit_leases", "SQL: lease table, table or schema.table (MySQL: database.table)")
-	fs.StringVar(&c.storeTable, "store-table", "fencekit_store", "SQL: store table, table or schema.table (MySQL: database.table)")
+	fs.StringVar(&c.prefix, "prefix", "fencekit", "key prefix of the locks (BackendOptions.Prefix): "+prefixKinds())
+	fs.StringVar(&c.storePrefix, "store-prefix", "fencekit", "key prefix of the fenced store (StoreOptions.Prefix): "+prefixKinds())
+	fs.StringVar(&c.leaseTable, "lease-table", "fencekit_leases", "lease table, table or schema.table (MySQL: database.table)")
+	fs.StringVar(&c.storeTable, "store-table", "fencekit_store", "store table, table or schema.table (MySQL: database.table)")
 	fs.BoolVar(&c.json, "json", false, "print JSON instead of text")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "bound on the whole command (above zero)")
 	fs.BoolVar(&c.force, "force", false, "release: evict the live holder (required)")
 	fs.Var(&c.fences, "fence", "release: a store key the holder writes; its fence is raised first (repeatable)")
 	fs.BoolVar(&c.noFence, "no-fence", false, "release: name no keys to fence (the evicted holder may still write)")
+	fs.BoolVar(&c.allowUnwritten, "allow-unwritten", false, "release: fence --fence keys that have no record in the store yet (never written there);\nwithout it such a key is refused, since a store looked for in the wrong place shows every key so")
+	fs.StringVar(&c.owner, "owner", "", "release: the owner whose lease or permit to evict (needed where several hold: a semaphore's or read-write lock's permits)")
 	fs.Int64Var(&c.by, "by", 0, "bump: how much to raise every token")
 	fs.DurationVar(&c.interval, "interval", time.Second, "watch: time between refreshes (above zero)")
 	fs.IntVar(&c.count, "count", 0, "watch: stop after N refreshes (0: until q or Ctrl-C)")
@@ -188,7 +212,12 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 	for name, v := range extra {
 		c.extraURLs[name] = *v
 	}
+	for name, v := range kindFlags {
+		c.kindFlags[name] = *v
+	}
+	c.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) {
+		c.set[f.Name] = true
 		if kind, ok := flagKind[f.Name]; ok {
 			c.urlFlags = append(c.urlFlags, kind)
 		}
@@ -213,7 +242,16 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 	return c, nil
 }
 
-// kindNames lists the registered backends for the --backend help.
+// backendHelp is the help of --backend: every backend fencectl has.
+func backendHelp() string {
+	names := []string{"redis", "postgres", "mysql", "postgres-sqldb (PostgreSQL through database/sql and adapters/sqldb)"}
+	for _, k := range kinds {
+		names = append(names, k.Name)
+	}
+	return orList(names) + "; needed only when several servers are named"
+}
+
+// kindNames lists the registered backends, each after ", ", for messages.
 func kindNames() string {
 	var b strings.Builder
 	for _, k := range kinds {

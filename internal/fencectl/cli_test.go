@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/fencekit/fencekit/adapters/postgres"
@@ -17,6 +19,7 @@ import (
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // ctl runs fencectl with args and an environment of env, and returns its
@@ -32,11 +35,19 @@ func ctl(t *testing.T, env map[string]string, args ...string) (int, string, stri
 // world is a backend and store, a flag set that points fencectl at them,
 // and the environment it runs in.
 type world struct {
-	backend lock.Backend
+	// migrate, when set, creates what the backend needs beyond what the
+	// world's constructor made.
+	migrate func(t *testing.T)
+	backend driver.Backend
 	store   fence.Store
 	flags   []string
 	env     map[string]string
 	bumps   bool
+	// elsewhere makes an empty store in another place than store's (a
+	// prefix or a table) and returns the flags that point fencectl there.
+	elsewhere func(t *testing.T) []string
+	// storeAt is what fencectl says of where store is.
+	storeAt string
 }
 
 func redisWorld(t *testing.T) world {
@@ -47,6 +58,10 @@ func redisWorld(t *testing.T) world {
 		store:   fenceredis.NewStore(client, &fenceredis.StoreOptions{Prefix: prefix + "s"}),
 		flags:   []string{"--prefix", prefix, "--store-prefix", prefix + "s"},
 		env:     map[string]string{"FENCEKIT_REDIS_URL": testkit.RedisURL(t)},
+		elsewhere: func(*testing.T) []string {
+			return []string{"--store-prefix", prefix + "elsewhere"}
+		},
+		storeAt: fmt.Sprintf("Redis, key prefix %q (--store-prefix)", prefix+"s"),
 	}
 }
 
@@ -63,6 +78,11 @@ func postgresWorld(t *testing.T) world {
 		flags:   []string{"--lease-table", schema + ".fencekit_leases", "--store-table", schema + ".fencekit_store"},
 		env:     map[string]string{"FENCEKIT_POSTGRES_URL": url},
 		bumps:   true,
+		elsewhere: func(t *testing.T) []string {
+			require.NoError(t, postgres.Migrate(testkit.Context(t), pool, &postgres.Options{StoreTable: pgx.Identifier{"fencekit_store_b"}}))
+			return []string{"--store-table", schema + ".fencekit_store_b"}
+		},
+		storeAt: "table " + schema + ".fencekit_store (--store-table)",
 	}
 }
 
@@ -77,6 +97,11 @@ func mysqlWorld(t *testing.T) world {
 		store:   sqldb.NewStore(db, sqldb.MySQL, nil),
 		env:     map[string]string{"FENCEKIT_MYSQL_URL": cfg.FormatDSN()},
 		bumps:   true,
+		elsewhere: func(t *testing.T) []string {
+			require.NoError(t, sqldb.Migrate(testkit.Context(t), db, sqldb.MySQL, &sqldb.Options{StoreTable: sqldb.Identifier{"fencekit_store_b"}}))
+			return []string{"--store-table", "fencekit_store_b"}
+		},
+		storeAt: "table fencekit_store (--store-table)",
 	}
 }
 
@@ -88,6 +113,12 @@ func postgresSQLWorld(t *testing.T) world {
 	t.Cleanup(func() { _ = db.Close() })
 	schema := w.flags[1][:strings.IndexByte(w.flags[1], '.')]
 	opts := &sqldb.Options{StoreTable: sqldb.Identifier{schema, "fencekit_store"}, LeaseTable: sqldb.Identifier{schema, "fencekit_leases"}}
+	// sqldb keeps its permits in tables of its own beside postgres's: the
+	// permit tests create them; the lock tests run without them, as a
+	// service that only ever took locks and migrated with postgres.Migrate.
+	w.migrate = func(t *testing.T) {
+		require.NoError(t, sqldb.Migrate(testkit.Context(t), db, sqldb.PostgreSQL, opts))
+	}
 	w.backend = sqldb.NewBackend(db, sqldb.PostgreSQL, opts)
 	w.store = sqldb.NewStore(db, sqldb.PostgreSQL, opts)
 	w.flags = append([]string{"--backend", "postgres-sqldb"}, w.flags...)
@@ -144,7 +175,7 @@ func operate(t *testing.T, w world) {
 		require.Equal(t, exitOK, code)
 		var v lockView
 		require.NoError(t, json.Unmarshal([]byte(out), &v))
-		require.Equal(t, lockView{Name: "jobs/nightly", Held: true, Owner: lease.Owner(), Metadata: "host=worker-7 pid=4242", Token: int64(lease.Token()), TTLMs: v.TTLMs}, v)
+		require.Equal(t, lockView{Name: "jobs/nightly", Held: true, Kind: "lock", Owner: lease.Owner(), Metadata: "host=worker-7 pid=4242", Token: int64(lease.Token()), TTLMs: v.TTLMs}, v)
 		require.True(t, v.TTLMs > 0 && v.TTLMs <= 10000, v.TTLMs)
 
 		code, out, _ = ctl(t, w.env, w.args("inspect", "jobs/none")...)
@@ -174,10 +205,40 @@ func operate(t *testing.T, w world) {
 		require.Equal(t, exitOK, code)
 		var v fenceView
 		require.NoError(t, json.Unmarshal([]byte(out), &v))
-		require.Equal(t, fenceView{Key: "report", Fence: int64(lease.Token()), HasValue: true, ValueBytes: 2}, v)
+		require.Equal(t, fenceView{Key: "report", Fence: int64(lease.Token()), HasValue: true, ValueBytes: 2, Store: w.storeAt}, v)
 		code, out, _ = ctl(t, w.env, w.args("fence", "never")...)
 		require.Equal(t, exitOK, code)
-		require.Equal(t, "never: no fence, no value (never written)\n", out)
+		require.Equal(t, "never: no fence, no value in "+w.storeAt+": never written there, or the store is elsewhere\n", out)
+	})
+
+	// Hardening IV, 6: a store looked for where it does not live (another
+	// prefix or table) shows no record for a key that has one; release
+	// --force --fence refuses rather than raise a fence there and report
+	// the key protected, and changes nothing.
+	t.Run("store elsewhere", func(t *testing.T) {
+		wrong := w.elsewhere(t)
+		code, out, _ := ctl(t, w.env, append(w.args("fence", "report"), wrong...)...)
+		require.Equal(t, exitOK, code)
+		require.Contains(t, out, "report: no fence, no value in ")
+		require.Contains(t, out, "or the store is elsewhere")
+		code, out, errOut := ctl(t, w.env, append(w.args("release", "--force", "jobs/nightly", "--fence", "report"), wrong...)...)
+		require.Equal(t, exitUsage, code)
+		require.Equal(t, "", out)
+		require.Contains(t, errOut, `--fence "report": no record (no fence, no value) in `)
+		require.Contains(t, errOut, "--allow-unwritten")
+		require.Contains(t, errOut, "the lease on jobs/nightly was left alone")
+		info, err := w.backend.Inspect(ctx, "jobs/nightly", driver.Exclusive)
+		require.NoError(t, err)
+		require.Equal(t, 1, len(info.Holders))
+		require.Equal(t, lease.Owner(), info.Holders[0].Owner)
+		require.Nil(t, lease.Err())
+		// Nothing was written where the store is not.
+		code, out, _ = ctl(t, w.env, append(w.args("--json", "fence", "report"), wrong...)...)
+		require.Equal(t, exitOK, code)
+		var v fenceView
+		require.NoError(t, json.Unmarshal([]byte(out), &v))
+		require.Equal(t, int64(0), v.Fence)
+		require.False(t, v.HasValue)
 	})
 
 	t.Run("watch", func(t *testing.T) {
@@ -224,9 +285,10 @@ func operate(t *testing.T, w world) {
 			code, _, errOut := ctl(t, w.env, args...)
 			require.Equal(t, exitFailed, code)
 			require.Contains(t, errOut, "the lease on jobs/nightly was left alone")
-			info, err := w.backend.Inspect(ctx, "jobs/nightly")
+			info, err := w.backend.Inspect(ctx, "jobs/nightly", driver.Exclusive)
 			require.NoError(t, err)
-			require.Equal(t, lease.Owner(), info.Owner)
+			require.Equal(t, 1, len(info.Holders))
+			require.Equal(t, lease.Owner(), info.Holders[0].Owner)
 			require.Nil(t, lease.Err())
 		})
 	}
@@ -234,15 +296,29 @@ func operate(t *testing.T, w world) {
 	t.Run("release --force", func(t *testing.T) {
 		high := lease.Token() + 100
 		require.NoError(t, w.store.Advance(ctx, "high", high))
-		code, out, _ := ctl(t, w.env, w.args("--json", "release", "--force", "jobs/nightly", "--fence", "report", "--fence", "audit", "--fence", "high")...)
+		// audit has no record yet: refused without --allow-unwritten,
+		// before any fence is raised.
+		code, _, errOut := ctl(t, w.env, w.args("release", "--force", "jobs/nightly", "--fence", "report", "--fence", "audit", "--fence", "high")...)
+		require.Equal(t, exitUsage, code)
+		require.Contains(t, errOut, `--fence "audit": no record (no fence, no value) in `+w.storeAt)
+		require.False(t, strings.Contains(errOut, `"report"`), errOut)
+		rec, err := w.store.Get(ctx, "report")
+		require.NoError(t, err)
+		require.Equal(t, lease.Token(), rec.Fence)
+		require.Nil(t, lease.Err())
+		code, _, errOut = ctl(t, w.env, w.args("release", "--force", "jobs/nightly", "--no-fence", "--allow-unwritten")...)
+		require.Equal(t, exitUsage, code)
+		require.Contains(t, errOut, "--allow-unwritten applies to --fence keys")
+
+		code, out, _ := ctl(t, w.env, w.args("--json", "release", "--force", "jobs/nightly", "--fence", "report", "--fence", "audit", "--fence", "high", "--allow-unwritten")...)
 		require.Equal(t, exitOK, code)
 		var v releaseView
 		require.NoError(t, json.Unmarshal([]byte(out), &v))
 		past := int64(lease.Token()) + 1
-		require.Equal(t, releaseView{Name: "jobs/nightly", Token: int64(lease.Token()), Owner: lease.Owner(), Metadata: "host=worker-7 pid=4242",
-			Fenced: []fencedView{{"report", past}, {"audit", past}, {"high", int64(high)}}, Released: true}, v)
+		require.Equal(t, releaseView{Name: "jobs/nightly", Kind: "lock", Token: int64(lease.Token()), Owner: lease.Owner(), Metadata: "host=worker-7 pid=4242",
+			Fenced: []fencedView{{"report", past}, {"audit", past}, {"high", int64(high)}}, Store: w.storeAt, Released: true}, v)
 		// A fence already past the holder's token is left as it was.
-		rec, err := w.store.Get(ctx, "high")
+		rec, err = w.store.Get(ctx, "high")
 		require.ErrorIs(t, err, fence.ErrNotFound)
 		require.Equal(t, high, rec.Fence)
 
@@ -290,9 +366,9 @@ func operate(t *testing.T, w world) {
 		// A lock's next token is above the bumped one.
 		owner, err := lock.NewOwner()
 		require.NoError(t, err)
-		tok, err := w.backend.Acquire(ctx, "other/y", owner, time.Second)
+		g, err := w.backend.Acquire(ctx, driver.Request{Name: "other/y", Owner: owner, TTL: time.Second, Kind: driver.Exclusive})
 		require.NoError(t, err)
-		require.True(t, tok > 1000, tok)
+		require.True(t, g.Token > 1000, g.Token)
 		code, _, _ = ctl(t, w.env, w.args("bump", "--by", "0")...)
 		require.Equal(t, exitUsage, code)
 	})
@@ -319,6 +395,10 @@ func TestUsage(t *testing.T) {
 		{[]string{"inspect", "x"}, map[string]string{"FENCEKIT_MYSQL_URL": "root@tcp(a)/b", "FENCEKIT_POSTGRES_URL": "postgres://b"}, "choose one with --backend"},
 		{[]string{"--backend", "mysql", "inspect", "x"}, env, "--backend mysql needs --mysql-url"},
 		{[]string{"--no-such-flag"}, env, "flag provided but not defined"},
+		// A backend's own flag with another backend would be ignored.
+		{[]string{"--redis-url", "redis://a", "--store-table", "t", "inspect", "x"}, env, "--store-table is a flag of postgres, mysql, postgres-sqldb; the backend here is redis"},
+		{[]string{"--mysql-url", "root@tcp(a)/b", "--store-prefix", "p", "inspect", "x"}, env, "--store-prefix is a flag of redis; the backend here is mysql"},
+		{[]string{"--postgres-url", "postgres://a", "--redis-cluster", "inspect", "x"}, env, "--redis-cluster is a flag of redis; the backend here is postgres"},
 	} {
 		code, _, errOut := ctl(t, tc.env, tc.args...)
 		if code != exitUsage || !strings.Contains(errOut, tc.want) {
@@ -359,5 +439,9 @@ func TestRedisCluster(t *testing.T) {
 		store:   fenceredis.NewStore(client, &fenceredis.StoreOptions{Prefix: prefix + "s"}),
 		flags:   []string{"--redis-cluster", "--prefix", prefix, "--store-prefix", prefix + "s"},
 		env:     map[string]string{"FENCEKIT_REDIS_URL": url},
+		elsewhere: func(*testing.T) []string {
+			return []string{"--store-prefix", prefix + "elsewhere"}
+		},
+		storeAt: fmt.Sprintf("Redis, key prefix %q (--store-prefix)", prefix+"s"),
 	})
 }

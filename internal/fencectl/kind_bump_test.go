@@ -17,7 +17,7 @@ var errFakeRefusal = errors.New("fake: bump refused")
 // Refused is a usage error (exit 2) that still matches the backend's
 // sentinel. Without Bump, bump refuses with NoBump.
 func TestKindBump(t *testing.T) {
-	k := Kind{Name: "fake", Flag: "fake-url", Env: "FAKE_URL", Open: func(context.Context, string, string, string) (*Target, error) {
+	k := Kind{Name: "fake", Flag: "fake-url", Env: "FAKE_URL", Open: func(context.Context, Options) (*Target, error) {
 		return &Target{
 			Bump: func(_ context.Context, by int64) (BumpResult, error) {
 				if by == 1 {
@@ -44,7 +44,7 @@ func TestKindBump(t *testing.T) {
 	require.True(t, errors.As(err, &usage), "a refusal is a usage error: exit 2")
 	require.Equal(t, errFakeRefusal.Error(), err.Error())
 
-	k.Open = func(context.Context, string, string, string) (*Target, error) {
+	k.Open = func(context.Context, Options) (*Target, error) {
 		return &Target{NoBump: "no bump here", Close: func() {}}, nil
 	}
 	tg, err = openKind(context.Background(), k, &config{extraURLs: map[string]string{"fake": "x"}})

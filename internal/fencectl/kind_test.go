@@ -10,7 +10,7 @@ import (
 // TestKindWaiters: a backend added with Register gets watch's WAITERS
 // column by setting Target.Waiters; openKind hands it to watch as is.
 func TestKindWaiters(t *testing.T) {
-	k := Kind{Name: "fake", Flag: "fake-url", Env: "FAKE_URL", Open: func(context.Context, string, string, string) (*Target, error) {
+	k := Kind{Name: "fake", Flag: "fake-url", Env: "FAKE_URL", Open: func(context.Context, Options) (*Target, error) {
 		return &Target{
 			Waiters: func(_ context.Context, names []string) ([]int64, error) { return []int64{int64(len(names))}, nil },
 			Close:   func() {},

@@ -15,16 +15,25 @@ import (
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // target is one backend with its fenced store and the operations that only
 // an operator needs. bump is nil where it has no meaning; noBump says why.
 type target struct {
 	kind    string
-	backend lock.Backend
+	backend driver.Backend
+	// store is the fenced store; nil when the command line does not say
+	// where it is, and noStore then says which flag does.
 	store   fence.Store
+	noStore string
+	// storeAt says where store is: "Redis, key prefix P", "table T".
+	storeAt string
 	list    func(ctx context.Context, prefix string) ([]lock.Info, error)
-	bump    func(ctx context.Context, by int64) (bumpResult, error)
+	// permitNames names the semaphores and read-write locks in use whose
+	// names start with prefix; nil where the backend has no permits.
+	permitNames func(ctx context.Context, prefix string) ([]string, error)
+	bump        func(ctx context.Context, by int64) (bumpResult, error)
 	// waiters counts the live places in each named lock's queue; nil
 	// where the backend has no queue to read.
 	waiters func(ctx context.Context, names []string) ([]int64, error)
@@ -64,11 +73,16 @@ func open(ctx context.Context, c *config) (*target, error) {
 			// environment's.
 			kind = c.urlFlags[0]
 		case len(set) == 0:
-			return nil, usagef("no server: set --redis-url, --postgres-url or --mysql-url (or FENCEKIT_REDIS_URL / FENCEKIT_POSTGRES_URL / FENCEKIT_MYSQL_URL)")
+			return nil, usagef("no server: set %s (or %s)", serverFlags(), serverEnvs())
 		case len(set) == 1:
 			kind = set[0]
 		default:
 			return nil, usagef("servers of %s are named: choose one with --backend", strings.Join(set, " and "))
+		}
+	}
+	if known(kind) {
+		if err := checkBackendFlags(c, kind); err != nil {
+			return nil, err
 		}
 	}
 	switch kind {
@@ -87,6 +101,46 @@ func open(ctx context.Context, c *config) (*target, error) {
 		}
 	}
 	return nil, usagef("unknown backend %q (have: %s%s)", kind, strings.Join(backends, ", "), kindNames())
+}
+
+// known reports whether kind is a backend that fencectl has.
+func known(kind string) bool {
+	if contains(backends, kind) {
+		return true
+	}
+	for _, k := range kinds {
+		if k.Name == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// serverFlags lists the flags that name a server, for the message of a
+// command line that names none.
+func serverFlags() string {
+	flags := []string{"--redis-url", "--postgres-url", "--mysql-url"}
+	for _, k := range kinds {
+		flags = append(flags, "--"+k.Flag)
+	}
+	return orList(flags)
+}
+
+// serverEnvs lists the variables that name a server.
+func serverEnvs() string {
+	envs := []string{"FENCEKIT_REDIS_URL", "FENCEKIT_POSTGRES_URL", "FENCEKIT_MYSQL_URL"}
+	for _, k := range kinds {
+		envs = append(envs, k.Env)
+	}
+	return strings.Join(envs, " / ")
+}
+
+// orList is "a, b or c".
+func orList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }
 
 const redisNoBump = `bump is not needed on Redis, and fencectl does not change Redis counters:
@@ -122,13 +176,15 @@ func openRedis(ctx context.Context, c *config) (*target, error) {
 	}
 	b := fenceredis.NewBackend(rdb, &fenceredis.BackendOptions{Prefix: c.prefix})
 	return &target{
-		kind:    "redis",
-		backend: b,
-		store:   fenceredis.NewStore(rdb, &fenceredis.StoreOptions{Prefix: c.storePrefix}),
-		list:    b.List,
-		waiters: func(ctx context.Context, names []string) ([]int64, error) { return redisWaiters(ctx, rdb, b, names) },
-		noBump:  redisNoBump,
-		close:   func() { _ = rdb.Close() },
+		kind:        "redis",
+		backend:     b,
+		store:       fenceredis.NewStore(rdb, &fenceredis.StoreOptions{Prefix: c.storePrefix}),
+		storeAt:     fmt.Sprintf("Redis, key prefix %q (--store-prefix)", c.storePrefix),
+		list:        b.List,
+		permitNames: b.PermitNames,
+		waiters:     func(ctx context.Context, names []string) ([]int64, error) { return redisWaiters(ctx, rdb, b, names) },
+		noBump:      redisNoBump,
+		close:       func() { _ = rdb.Close() },
 	}, nil
 }
 
@@ -152,11 +208,13 @@ func openPostgres(ctx context.Context, c *config) (*target, error) {
 	opts := &postgres.Options{StoreTable: identifier(c.storeTable), LeaseTable: identifier(c.leaseTable)}
 	admin := postgres.NewAdmin(pool, opts)
 	return &target{
-		kind:    "postgres",
-		backend: postgres.NewBackend(pool, opts),
-		store:   postgres.NewStore(pool, opts),
-		list:    admin.List,
-		waiters: admin.Waiters,
+		kind:        "postgres",
+		backend:     postgres.NewBackend(pool, opts),
+		store:       postgres.NewStore(pool, opts),
+		storeAt:     fmt.Sprintf("table %s (--store-table)", c.storeTable),
+		list:        admin.List,
+		permitNames: admin.PermitNames,
+		waiters:     admin.Waiters,
 		bump: func(ctx context.Context, by int64) (bumpResult, error) {
 			r, err := admin.Bump(ctx, by)
 			return bumpResult{Rows: r.Rows, MaxToken: r.MaxToken}, err

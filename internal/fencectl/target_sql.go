@@ -3,6 +3,7 @@ package fencectl
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -56,11 +57,13 @@ func openSQL(ctx context.Context, c *config, db *sql.DB, d sqldb.Dialect, what, 
 	b := sqldb.NewBackend(db, d, opts)
 	admin := sqldb.NewAdmin(db, d, opts)
 	return &target{
-		kind:    strings.ToLower(what),
-		backend: b,
-		store:   sqldb.NewStore(db, d, opts),
-		list:    admin.List,
-		waiters: admin.Waiters,
+		kind:        strings.ToLower(what),
+		backend:     b,
+		store:       sqldb.NewStore(db, d, opts),
+		storeAt:     fmt.Sprintf("table %s (--store-table)", c.storeTable),
+		list:        admin.List,
+		permitNames: admin.PermitNames,
+		waiters:     admin.Waiters,
 		bump: func(ctx context.Context, by int64) (bumpResult, error) {
 			r, err := admin.Bump(ctx, by)
 			return bumpResult{Rows: r.Rows, MaxToken: r.MaxToken}, err

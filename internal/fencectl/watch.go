@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,8 +15,9 @@ import (
 // Every terminal emulator since the VT100 understands them, over ssh too.
 const clearScreen = "\x1b[H\x1b[2J"
 
-// watchRow is one held lock as watch prints it; Waiters is there only on a
-// backend that reports its queue (Redis).
+// watchRow is one held lock, or one permit, as watch prints it; Waiters
+// is there only on a backend that reports its queue (every one shipped:
+// Redis, the SQL backends, etcd, NATS), and always for a permit.
 type watchRow struct {
 	lockView
 	Waiters *int64 `json:"waiters,omitempty"`
@@ -96,6 +98,15 @@ func refresh(ctx context.Context, t *target, timeout time.Duration, prefix strin
 		}
 		v.Locks = append(v.Locks, r)
 	}
+	permits, err := permitRows(ctx, t, prefix)
+	if err != nil && v.Error == "" {
+		v.Error = "permits: " + oneLine(err.Error())
+	}
+	for _, p := range permits {
+		n := p.Waiters
+		v.Locks = append(v.Locks, watchRow{lockView: p, Waiters: &n})
+	}
+	sort.SliceStable(v.Locks, func(i, j int) bool { return viewLess(v.Locks[i].lockView, v.Locks[j].lockView) })
 	return v
 }
 
@@ -113,16 +124,23 @@ func render(out io.Writer, kind, prefix string, v watchView) error {
 		fmt.Fprintf(&b, "error: %s\n\n", v.Error)
 	}
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	header := "NAME\tTOKEN\tTTL\tMETADATA"
-	withWaiters := len(v.Locks) > 0 && v.Locks[0].Waiters != nil
+	header := "NAME\tKIND\tTOKEN\tTTL\tMETADATA"
+	withWaiters := false
+	for _, r := range v.Locks {
+		withWaiters = withWaiters || r.Waiters != nil
+	}
 	if withWaiters {
 		header += "\tWAITERS"
 	}
 	fmt.Fprintln(w, header)
 	for _, r := range v.Locks {
-		line := fmt.Sprintf("%s\t%d\t%s\t%s", r.Name, r.Token, ttlText(r.TTLMs), r.Metadata)
+		line := fmt.Sprintf("%s\t%s\t%d\t%s\t%s", r.Name, kindText(r.lockView), r.Token, ttlText(r.TTLMs), r.Metadata)
 		if withWaiters {
-			line += fmt.Sprintf("\t%d", *r.Waiters)
+			n := int64(0)
+			if r.Waiters != nil {
+				n = *r.Waiters
+			}
+			line += fmt.Sprintf("\t%d", n)
 		}
 		fmt.Fprintln(w, line)
 	}

@@ -121,7 +121,7 @@ func TestWatchShowsErrorsAndGoesOn(t *testing.T) {
 		if calls == 1 {
 			return nil, errors.New("connection reset\nby peer")
 		}
-		return []lock.Info{{Name: "a", Held: true, Token: 7, TTL: time.Second, Metadata: "m"}}, nil
+		return []lock.Info{{Name: "a", Holders: []lock.Holder{{Owner: "o", Token: 7, TTL: time.Second, Metadata: "m"}}}}, nil
 	}}
 	var out bytes.Buffer
 	c := &config{count: 2, interval: time.Millisecond, timeout: time.Second}
@@ -130,6 +130,6 @@ func TestWatchShowsErrorsAndGoesOn(t *testing.T) {
 	require.Equal(t, 3, len(screens), out.String())
 	require.Contains(t, screens[1], "error: connection reset; by peer")
 	require.Contains(t, screens[1], ": 0 held")
-	require.Contains(t, screens[2], "a     7      1s   m")
+	require.Contains(t, screens[2], "a     lock  7      1s   m")
 	require.False(t, strings.Contains(screens[2], "error"), screens[2])
 }

@@ -14,14 +14,14 @@ import (
 
 	"github.com/fencekit/fencekit/adapters/sqldb"
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 var mysqlURL = flag.String("mysql-url", "root@tcp(127.0.0.1:3306)/test",
 	"MySQL or MariaDB DSN (go-sql-driver/mysql syntax) for -backend mysql; the run uses a database of its own and drops it afterwards")
 
 func init() {
-	RegisterBackend("mysql", func(ctx context.Context) (lock.Backend, fence.Store, func(), error) {
+	RegisterBackend("mysql", func(ctx context.Context) (driver.Backend, fence.Store, func(), error) {
 		o, err := openMySQL(ctx, *mysqlURL, "")
 		if err != nil {
 			return nil, nil, nil, err
@@ -39,7 +39,7 @@ func init() {
 			}
 			return cfg.Addr, nil
 		},
-		Open: func(ctx context.Context, proxyAddr string) (lock.Backend, fence.Store, func(), error) {
+		Open: func(ctx context.Context, proxyAddr string) (driver.Backend, fence.Store, func(), error) {
 			o, err := openMySQL(ctx, *mysqlURL, proxyAddr)
 			if err != nil {
 				return nil, nil, nil, err

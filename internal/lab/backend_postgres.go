@@ -12,7 +12,7 @@ import (
 
 	"github.com/fencekit/fencekit/adapters/postgres"
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 var postgresURL = flag.String("postgres-url", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable",
@@ -25,7 +25,7 @@ func init() {
 // openPostgres creates a schema for this run (fencelab_ and random hex),
 // a pool whose connections use it, and fencekit's tables in it. The close
 // function drops the schema and closes the pool.
-func openPostgres(ctx context.Context) (lock.Backend, fence.Store, func(), error) {
+func openPostgres(ctx context.Context) (driver.Backend, fence.Store, func(), error) {
 	cfg, err := pgxpool.ParseConfig(*postgresURL)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("postgres: %w", err)

@@ -11,7 +11,7 @@ import (
 
 	fenceredis "github.com/fencekit/fencekit/adapters/redis"
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 var redisURL = flag.String("redis-url", "redis://127.0.0.1:6379/0",
@@ -26,7 +26,7 @@ func init() {
 		},
 		// openRedis cleans up with the same client, which reconnects
 		// after a cut; point it at the proxy.
-		Open: func(ctx context.Context, proxyAddr string) (lock.Backend, fence.Store, func(), error) {
+		Open: func(ctx context.Context, proxyAddr string) (driver.Backend, fence.Store, func(), error) {
 			raw := *redisURL
 			*redisURL = withHost(raw, proxyAddr)
 			defer func() { *redisURL = raw }()
@@ -39,7 +39,7 @@ func init() {
 // key prefix of this run's own (fencelab_ and random hex), so that runs on a
 // shared server never meet. The close function deletes the run's keys and
 // closes the client.
-func openRedis(ctx context.Context) (lock.Backend, fence.Store, func(), error) {
+func openRedis(ctx context.Context) (driver.Backend, fence.Store, func(), error) {
 	opts, err := goredis.ParseURL(*redisURL)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("redis: %w", err)

@@ -14,7 +14,7 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
 	"github.com/fencekit/fencekit/internal/chaos"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 func init() {
@@ -51,8 +51,8 @@ is gone) while the fenced counters live on a second redis-server; for
 postgres the one server (immediate stop, restarted with crash recovery).
 
 With -shape rw or -shape semaphore, the workers take read-write or semaphore
-permits instead of the lock (on a backend that has them, lock.PermitBackend):
-writers increment under their permit's token, readers (rw) read under a read
+permits instead of the lock (a backend that answers ErrUnsupported for them
+ends the run with exit code 2): writers increment under their permit's token, readers (rw) read under a read
 permit, and the run also checks the shape: no permits certainly live beside
 permits the shape forbids, no live read above its PriorWriter, rising tokens
 (with -kill-server-every those are figures: a restart may forget permits).
@@ -92,7 +92,7 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 		faultEvery = fs.Duration("fault-every", 500*time.Millisecond, "mean time between network faults")
 		killEvery  = fs.Duration("kill-server-every", 0, "for redis and postgres: kill and restart a throwaway server about this often (0: never)")
 		downtime   = fs.Duration("kill-downtime", 200*time.Millisecond, "how long a killed server stays down")
-		shape      = fs.String("shape", "lock", "what the workers take: the lock, or rw or semaphore permits (a lock.PermitBackend's)")
+		shape      = fs.String("shape", "lock", "what the workers take: the lock, or rw or semaphore permits")
 		permits    = fs.Int("permits", 2, "with -shape semaphore: the semaphore's number of permits")
 		resume     = fs.Bool("resume", false, "drop each lease half way through its cycle and resume it from a new client (Client.Resume)")
 	)
@@ -135,7 +135,7 @@ func runChaos(args []string, stdout, stderr io.Writer) int {
 	var network chaos.Network
 	var proxy *faultproxy.Proxy
 	var killed *killedServer
-	backend, store, closeFn, err := func() (lock.Backend, fence.Store, func(), error) {
+	backend, store, closeFn, err := func() (driver.Backend, fence.Store, func(), error) {
 		if *killEvery > 0 {
 			ks, p, o, err := openWithKills(ctx, name, *faults)
 			if err != nil {
@@ -229,7 +229,7 @@ func pauseChance(p float64) float64 {
 }
 
 type opened struct {
-	backend lock.Backend
+	backend driver.Backend
 	store   fence.Store
 	close   func()
 }
@@ -241,7 +241,7 @@ type opened struct {
 // the proxy's cuts cannot break).
 type ProxiedBackend struct {
 	Target func() (string, error)
-	Open   func(ctx context.Context, proxyAddr string) (lock.Backend, fence.Store, func(), error)
+	Open   func(ctx context.Context, proxyAddr string) (driver.Backend, fence.Store, func(), error)
 }
 
 var proxied = map[string]ProxiedBackend{}

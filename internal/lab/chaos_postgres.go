@@ -13,7 +13,7 @@ import (
 
 	"github.com/fencekit/fencekit/adapters/postgres"
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 func init() {
@@ -22,7 +22,7 @@ func init() {
 			target, _, err := hostPort("postgres", *postgresURL, "5432")
 			return target, err
 		},
-		Open: func(ctx context.Context, proxyAddr string) (lock.Backend, fence.Store, func(), error) {
+		Open: func(ctx context.Context, proxyAddr string) (driver.Backend, fence.Store, func(), error) {
 			o, err := openPostgresProxied(ctx, *postgresURL, withHost(*postgresURL, proxyAddr))
 			if err != nil {
 				return nil, nil, nil, err

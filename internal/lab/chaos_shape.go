@@ -6,11 +6,10 @@ import (
 	"io"
 
 	"github.com/fencekit/fencekit/internal/chaos"
-	"github.com/fencekit/fencekit/lock"
 )
 
 // chaosShapes are the values of `fencelab chaos -shape`: the lock (chaos.Run)
-// or a shape of a lock.PermitBackend (chaos.RunPermits).
+// or a permit shape (chaos.RunPermits).
 var chaosShapes = map[string]bool{"lock": true, string(chaos.ShapeRW): true, string(chaos.ShapeSemaphore): true}
 
 // chaosReport is what the runs of every shape return.
@@ -21,10 +20,11 @@ type chaosReport interface {
 
 // runShape runs the chaos run of shape on cfg: chaos.Run for "lock",
 // chaos.RunResume for resumeMode (-resume), chaos.RunPermits with permits
-// (a semaphore's number) for the others, on a
-// backend that has permits. serverForgets says that the run kills a
-// server whose restart loses every permit (Redis without persistence), so
-// the shape's checks are then figures (chaos.PermitConfig.ServerForgets).
+// (a semaphore's number) for the others. A backend that answers
+// lock.ErrUnsupported for the shape ends the run with that error.
+// serverForgets says that the run kills a server whose restart loses every
+// permit (Redis without persistence), so the shape's checks are then
+// figures (chaos.PermitConfig.ServerForgets).
 func runShape(ctx context.Context, shape string, permits int, serverForgets bool, cfg chaos.Config) (chaosReport, error) {
 	if shape == resumeMode {
 		return runResume(ctx, cfg)
@@ -38,9 +38,6 @@ func runShape(ctx context.Context, shape string, permits int, serverForgets bool
 	}
 	if permits < 1 {
 		return nil, fmt.Errorf("-permits %d: a semaphore has at least one permit", permits)
-	}
-	if _, ok := cfg.Backend.(lock.PermitBackend); !ok {
-		return nil, fmt.Errorf("-shape %s: backend %q has no semaphores or read-write locks (%T is not a lock.PermitBackend)", shape, cfg.Name, cfg.Backend)
 	}
 	rep, err := chaos.RunPermits(ctx, chaos.PermitConfig{Config: cfg, Shape: chaos.Shape(shape), Permits: permits, ServerForgets: serverForgets})
 	if err != nil {

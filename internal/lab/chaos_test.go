@@ -2,6 +2,8 @@ package lab
 
 import (
 	"bytes"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -23,6 +25,26 @@ func chaosCLI(t *testing.T, args ...string) (int, string) {
 	return code, out.String() + errOut.String()
 }
 
+// unfencedLoses runs an unfenced chaos run (args) with seeds 1 to 3 (see
+// testkit.SomeSeedShows) until one exits 1 reporting lost increments and
+// every string in want.
+func unfencedLoses(t *testing.T, what string, want []string, args ...string) {
+	t.Helper()
+	testkit.SomeSeedShows(t, 3, what+": an unfenced run must exit 1 with lost increments", func(seed uint64) (bool, string) {
+		code, out := chaosCLI(t, append(args, "-seed", strconv.FormatUint(seed, 10))...)
+		return code == 1 && containsAll(out, append(want, "increments lost")), fmt.Sprintf("exit %d:\n%s", code, out)
+	})
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
 func TestChaosCommandMemory(t *testing.T) {
 	code, out := chaosCLI(t, "-backend", "memory", "-duration", "1s", "-ttl", "30ms", "-workers", "4", "-seed", "7")
 	if code != 0 || !strings.Contains(out, "no violation") || !strings.Contains(out, "seed 7") {
@@ -37,10 +59,7 @@ func TestChaosCommandMemory(t *testing.T) {
 }
 
 func TestChaosCommandUnfencedExitsNonZero(t *testing.T) {
-	code, out := chaosCLI(t, "-backend", "memory", "-duration", "1s", "-ttl", "30ms", "-workers", "5", "-keys", "2", "-unfenced")
-	if code != 1 || !strings.Contains(out, "increments lost") || !strings.Contains(out, "NOT LINEARIZABLE") {
-		t.Fatalf("exit %d, want 1 with lost increments:\n%s", code, out)
-	}
+	unfencedLoses(t, "-unfenced", []string{"NOT LINEARIZABLE"}, "-backend", "memory", "-duration", "1s", "-ttl", "30ms", "-workers", "5", "-keys", "2", "-unfenced")
 }
 
 func TestChaosCommandUsage(t *testing.T) {
@@ -87,10 +106,7 @@ func TestChaosCommandSets(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	code, out = chaosCLI(t, "-backend", "memory", "-sets", "-duration", "1s", "-ttl", "30ms", "-workers", "5", "-unfenced", "-polling")
-	if code != 1 || !strings.Contains(out, "increments lost") {
-		t.Fatalf("unfenced sets: exit %d, want 1 with lost increments:\n%s", code, out)
-	}
+	unfencedLoses(t, "unfenced sets", nil, "-backend", "memory", "-sets", "-duration", "1s", "-ttl", "30ms", "-workers", "5", "-unfenced", "-polling")
 	if code, out := chaosCLI(t, "-backend", "memory", "-sets", "-shape", "rw"); code != 2 || !strings.Contains(out, "-shape lock") {
 		t.Fatalf("sets of permits: exit %d, want 2\n%s", code, out)
 	}

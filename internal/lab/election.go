@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 func init() {
@@ -76,7 +77,7 @@ func runElectionCmd(args []string, stdout, stderr io.Writer) int {
 // context ends: that holder's process is frozen, as far as its lease can
 // tell.
 type freezer struct {
-	lock.Backend
+	driver.Backend
 	mu     sync.Mutex
 	frozen string
 }
@@ -87,20 +88,20 @@ func (f *freezer) freeze(owner string) {
 	f.mu.Unlock()
 }
 
-func (f *freezer) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
+func (f *freezer) Extend(ctx context.Context, c driver.Claim, ttl time.Duration) error {
 	f.mu.Lock()
-	frozen := owner == f.frozen
+	frozen := c.Owner == f.frozen
 	f.mu.Unlock()
 	if frozen {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	return f.Backend.Extend(ctx, name, owner, ttl)
+	return f.Backend.Extend(ctx, c, ttl)
 }
 
 // electionScenario runs the election story and writes one line per step.
 // It returns an error when an outcome is not the expected one.
-func electionScenario(ctx context.Context, out io.Writer, b lock.Backend, s fence.Store, ttl time.Duration, prefix string) error {
+func electionScenario(ctx context.Context, out io.Writer, b driver.Backend, s fence.Store, ttl time.Duration, prefix string) error {
 	name, key := prefix+"leader", prefix+"leader-record"
 	fb := &freezer{Backend: b}
 	opts := func(md string) *lock.Options {

@@ -9,7 +9,7 @@ import (
 	"github.com/fencekit/fencekit/adapters/memory"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // runElection runs `fencelab election` with args and returns its exit code
@@ -48,7 +48,7 @@ func TestElectionCommandPostgres(t *testing.T) {
 // On a store that accepts every write, the old leader's write lands: the
 // command must say so and exit 1.
 func TestElectionCommandDetectsAnUnfencedStore(t *testing.T) {
-	RegisterBackend("unfenced-election-test", func(context.Context) (lock.Backend, fence.Store, func(), error) {
+	RegisterBackend("unfenced-election-test", func(context.Context) (driver.Backend, fence.Store, func(), error) {
 		return memory.NewBackend(), unfencedStore{memory.NewStore()}, func() {}, nil
 	})
 	defer delete(backends, "unfenced-election-test")

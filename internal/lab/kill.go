@@ -13,7 +13,7 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
 	"github.com/fencekit/fencekit/internal/servers"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // killable is a server the chaos run takes down and brings back.
@@ -36,7 +36,7 @@ type killedServer struct {
 	forgets bool
 	// open opens the backend and store, with the clients of the killed
 	// server dialing dial (the server's address, or the proxy's).
-	open  func(ctx context.Context, dial string) (lock.Backend, fence.Store, func(), error)
+	open  func(ctx context.Context, dial string) (driver.Backend, fence.Store, func(), error)
 	close func()
 }
 
@@ -147,7 +147,7 @@ func openKilledRedis(ctx context.Context) (*killedServer, error) {
 		how:     "lock server redis-server SIGKILL, restarted without persistence; fenced data on a second redis-server",
 		forgets: true,
 		close:   closeAll,
-		open: func(ctx context.Context, dial string) (lock.Backend, fence.Store, func(), error) {
+		open: func(ctx context.Context, dial string) (driver.Backend, fence.Store, func(), error) {
 			prefix := "fencelab_" + runID()
 			lc := goredis.NewClient(&goredis.Options{Addr: dial})
 			dc := goredis.NewClient(&goredis.Options{Addr: data.Addr()})
@@ -185,7 +185,7 @@ func openKilledPostgres(ctx context.Context) (*killedServer, error) {
 		addr:   hp,
 		how:    "PostgreSQL immediate stop (SIGQUIT), restarted with crash recovery",
 		close:  pg.Close,
-		open: func(ctx context.Context, dial string) (lock.Backend, fence.Store, func(), error) {
+		open: func(ctx context.Context, dial string) (driver.Backend, fence.Store, func(), error) {
 			o, err := openPostgresProxied(ctx, pg.URL(), withHost(pg.URL(), dial))
 			if err != nil {
 				return nil, nil, nil, err

@@ -24,11 +24,12 @@ import (
 
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Opener connects to a backend and returns its lock backend, its fenced
 // store, and a function that releases what it opened.
-type Opener func(ctx context.Context) (lock.Backend, fence.Store, func(), error)
+type Opener func(ctx context.Context) (driver.Backend, fence.Store, func(), error)
 
 var backends = map[string]Opener{}
 
@@ -76,7 +77,7 @@ func Main(args []string) int {
 }
 
 // openBackend opens the named backend, or explains why it cannot.
-func openBackend(ctx context.Context, name string) (lock.Backend, fence.Store, func(), error) {
+func openBackend(ctx context.Context, name string) (driver.Backend, fence.Store, func(), error) {
 	open, ok := backends[name]
 	if !ok {
 		var have []string

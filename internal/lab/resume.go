@@ -51,11 +51,11 @@ func resumeAfterRestart(ctx context.Context, l *lab) result {
 	errZombie := old.Fenced(l.store).Put(ctx, key, []byte("late write by A's old process"))
 	// A third instance of A tries to resume after the expiry.
 	_, errResume := lock.New(l.backend, nil).Resume(ctx, name, saved, l.ttl)
-	info, err := l.backend.Inspect(ctx, name)
+	h, held, err := l.holder(ctx, name)
 	if err != nil {
 		return failed(err)
 	}
-	stillB := info.Held && info.Owner == b.Owner() && info.Token == b.Token()
+	stillB := held && h.Owner == b.Owner() && h.Token == b.Token()
 	rec, err := l.store.Get(ctx, key)
 	if err != nil {
 		return failed(err)

@@ -10,11 +10,12 @@ import (
 
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // lab is what every scenario runs against.
 type lab struct {
-	backend lock.Backend
+	backend driver.Backend
 	store   fence.Store
 	client  *lock.Client
 	ttl     time.Duration
@@ -28,7 +29,8 @@ type result struct {
 	mismatch string
 	err      error
 	// skipped, when set, says why the scenario did not run: the lab
-	// backend lacks a capability it needs (lock.ErrUnsupported).
+	// backend answered that it cannot serve the shape the scenario needs
+	// (lock.ErrUnsupported).
 	skipped string
 }
 
@@ -86,12 +88,12 @@ func wrongOwnerRelease(ctx context.Context, l *lab) result {
 	if err != nil {
 		return failed(err)
 	}
-	errB := l.backend.Release(ctx, name, b)
-	info, err := l.backend.Inspect(ctx, name)
+	errB := l.backend.Release(ctx, driver.Claim{Name: name, Owner: b, Kind: driver.Exclusive})
+	h, held, err := l.holder(ctx, name)
 	if err != nil {
 		return failed(err)
 	}
-	stillA := info.Held && info.Owner == a.Owner()
+	stillA := held && h.Owner == a.Owner()
 	errA := a.Release(ctx)
 	obs := fmt.Sprintf("B releasing with its own owner: %v | A still holds it: %v | A releasing: %v", outcome(errB), stillA, outcome(errA))
 	return expect(obs, errors.Is(errB, lock.ErrNotHeld) && stillA && errA == nil, "B refused, A still holding, A's release ok")
@@ -115,11 +117,11 @@ func naiveRelease(ctx context.Context, l *lab) result {
 	}
 	defer b.Release(context.WithoutCancel(ctx))
 	// A finishes late and "unlocks" by key: delete whatever lease is there.
-	info, err := l.backend.Inspect(ctx, name)
+	h, _, err := l.holder(ctx, name)
 	if err != nil {
 		return failed(err)
 	}
-	if err := l.backend.Release(ctx, name, info.Owner); err != nil {
+	if err := l.backend.Release(ctx, driver.Claim{Name: name, Owner: h.Owner, Kind: driver.Exclusive}); err != nil {
 		return failed(err)
 	}
 	c, errC := l.client.TryAcquire(ctx, name, 10*l.ttl)
@@ -146,11 +148,11 @@ func checkedRelease(ctx context.Context, l *lab) result {
 	}
 	defer b.Release(context.WithoutCancel(ctx))
 	errA := a.Release(ctx)
-	info, err := l.backend.Inspect(ctx, name)
+	h, held, err := l.holder(ctx, name)
 	if err != nil {
 		return failed(err)
 	}
-	stillB := info.Held && info.Owner == b.Owner()
+	stillB := held && h.Owner == b.Owner()
 	obs := fmt.Sprintf("A's late release: %v | B still holds the lock: %v", outcome(errA), stillB)
 	return expect(obs, errors.Is(errA, lock.ErrNotHeld) && stillB, "A's release refused with ErrNotHeld and B untouched")
 }
@@ -327,11 +329,21 @@ func increments(ctx context.Context, l *lab, key string, advance bool) (int, int
 	return n, accepted, err
 }
 
+// holder asks the backend for the live holder of the lock called name;
+// held is false when the lock is free.
+func (l *lab) holder(ctx context.Context, name string) (h driver.Holder, held bool, err error) {
+	info, err := l.backend.Inspect(ctx, name, driver.Exclusive)
+	if err != nil || len(info.Holders) == 0 {
+		return driver.Holder{}, false, err
+	}
+	return info.Holders[0], true, nil
+}
+
 // waitFree polls until the lock name is free: the pause of a stalled holder.
-func waitFree(ctx context.Context, b lock.Backend, name string) error {
+func waitFree(ctx context.Context, b driver.Backend, name string) error {
 	return poll(ctx, fmt.Sprintf("%q to expire", name), func() (bool, error) {
-		info, err := b.Inspect(ctx, name)
-		return err == nil && !info.Held, err
+		info, err := b.Inspect(ctx, name, driver.Exclusive)
+		return err == nil && len(info.Holders) == 0, err
 	})
 }
 

@@ -77,8 +77,9 @@ func semaphorePaused(ctx context.Context, l *lab) result {
 		"worker 3's take-over accepted, worker 1's late write refused as stale, worker 2's job untouched")
 }
 
-// unsupported turns the error of a lab backend without the permit
-// capability into a skipped result; skip is false for any other error.
+// unsupported turns the error of a lab backend that answers
+// lock.ErrUnsupported (it cannot serve permits) into a skipped result; skip
+// is false for any other error.
 func unsupported(err error) (res result, skip bool) {
 	if !errors.Is(err, lock.ErrUnsupported) {
 		return result{}, false
@@ -88,7 +89,7 @@ func unsupported(err error) (res result, skip bool) {
 
 // waitPermitGone polls inspect until owner holds no live permit: the pause
 // of a stalled permit holder.
-func waitPermitGone(ctx context.Context, inspect func(context.Context) (lock.Permits, error), owner string) error {
+func waitPermitGone(ctx context.Context, inspect func(context.Context) (lock.Info, error), owner string) error {
 	return poll(ctx, "a permit to lapse", func() (bool, error) {
 		ps, err := inspect(ctx)
 		if err != nil {

@@ -15,8 +15,8 @@ var scenarioLine = regexp.MustCompile(`^(\d+)\. .*\[([^\]]*)\]$`)
 // backend. It returns an error unless the output reports every one of the
 // ScenarioCount scenarios and each either behaved as expected or was
 // skipped; skipped is "" when none was, and otherwise names the skipped
-// scenarios and why (lock.ErrUnsupported: the backend lacks
-// lock.PermitBackend), for a t.Skip.
+// scenarios and why (lock.ErrUnsupported: the backend answered that it
+// cannot serve permits), for a t.Skip.
 func Verdict(out string) (skipped string, err error) {
 	seen := map[int]bool{}
 	var nums []string

@@ -12,9 +12,9 @@ type LockOp uint8
 
 // The lock operations the token model knows.
 const (
-	LockAcquire LockOp = iota + 1 // Backend.Acquire: a new token, or the holder's own
-	LockExtend                    // Backend.Extend
-	LockRelease                   // Backend.Release
+	LockAcquire LockOp = iota + 1 // driver.Backend.Acquire of a lock: a new token, or the holder's own
+	LockExtend                    // driver.Backend.Extend
+	LockRelease                   // driver.Backend.Release
 )
 
 // String names the operation.
@@ -109,7 +109,7 @@ type TokenState struct {
 // only through the ones actually returned, which is all that can be checked
 // from outside. Without a clock the model cannot tell an expired lease from
 // a live one, so it never demands that an acquire be refused or that an
-// expired lease's owner be refused; the timed checks of lock/locktest
+// expired lease's owner be refused; the timed checks of lock/drivertest
 // cover those.
 func Tokens(init TokenState) porcupine.Model {
 	nm := porcupine.NondeterministicModel{

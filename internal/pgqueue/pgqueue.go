@@ -1,10 +1,10 @@
-// Package pgqueue holds the SQL of queued waiting on PostgreSQL
-// (lock.QueueBackend). adapters/postgres (pgx) and adapters/sqldb
-// (database/sql, PostgreSQL dialect) share a lease table and its queue
-// table, and their waiters stand in one line, so both must send the same
-// statements: this package is the one place they are written. It also
-// holds Unqueued, the polling both SQL adapters (MySQL included) fall back
-// to while the queue table does not exist yet.
+// Package pgqueue holds the SQL of queued waiting on PostgreSQL: a lock's
+// places in line (driver.Request.Place). adapters/postgres (pgx) and
+// adapters/sqldb (database/sql, PostgreSQL dialect) share a lease table and
+// its queue table, and their waiters stand in one line, so both must send
+// the same statements: this package is the one place they are written. It
+// also holds Unqueued, the polling both SQL adapters (MySQL included) fall
+// back to while the queue table does not exist yet.
 package pgqueue
 
 import "fmt"
@@ -26,7 +26,7 @@ func Table(queue string) string {
 
 // Statements are the statements of queued waiting on one lease table.
 type Statements struct {
-	// Acquire is AcquireOrEnqueue. $1 name, $2 owner, $3 ttl, $4
+	// Acquire is an acquire with a place in line. $1 name, $2 owner, $3 ttl, $4
 	// metadata, $5 place TTL (each TTL as the caller's expressions say),
 	// and the channel expression. Its one row: the token taken, or NULL
 	// with the holder's remaining TTL in microseconds and the number of

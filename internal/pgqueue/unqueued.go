@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Backoff of a waiter that polls because the queue table does not exist
@@ -20,11 +20,11 @@ const (
 	UnqueuedMaxBackoff = time.Second
 )
 
-// Unqueued tracks the waiters of one Backend whose AcquireOrEnqueue fell
-// back to a plain Acquire because the queue table is missing (a schema
-// that Migrate has not upgraded yet): for each, how many attempts were
-// refused, from which AwaitTurn takes a jittered, doubling backoff instead
-// of waiting for a wake-up that cannot come. Both SQL adapters use it, on
+// Unqueued tracks the waiters of one Backend whose acquire with a place in
+// line fell back to a plain acquire because the queue table is missing (a
+// schema that Migrate has not upgraded yet): for each, how many attempts
+// were refused, from which the Backend's Await takes a jittered, doubling
+// backoff instead of waiting for a wake-up that cannot come. Both SQL adapters use it, on
 // MySQL as on PostgreSQL. The zero value is ready; it is safe for
 // concurrent use.
 type Unqueued struct {
@@ -68,8 +68,8 @@ func (u *Unqueued) Backoff(key string) (time.Duration, bool) {
 }
 
 // Acquire is one polling attempt of key's waiter: acquire (the adapter's
-// plain Acquire) takes the lock, and then key is forgotten, or is refused
-// with ErrHeld, which counts toward key's backoff and comes back wrapped
+// plain acquire) takes the lock, and then key is forgotten, or is refused
+// with driver.ErrHeld, which counts toward key's backoff and comes back wrapped
 // with a note that the queue table does not exist yet and that migrate
 // (the adapter's Migrate, by name) makes waiters queue again. Any other
 // error is returned as it is.
@@ -79,7 +79,7 @@ func (u *Unqueued) Acquire(key, queueTable, migrate string, acquire func() (fenc
 	case err == nil:
 		u.Forget(key)
 		return token, nil
-	case errors.Is(err, lock.ErrHeld):
+	case errors.Is(err, driver.ErrHeld):
 		u.Refused(key)
 		return 0, fmt.Errorf("%w (polling: the queue table %s does not exist yet; run %s to wait in line)", err, queueTable, migrate)
 	}

@@ -11,12 +11,13 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // QueuedWaiters starts n Client.Acquire calls of name on b (place TTL
 // placeTTL), each releasing at once when served, and returns once all are
 // in line. served gets each lease's token in the order they were served.
-func QueuedWaiters(t *testing.T, ctx context.Context, b lock.QueueBackend, name string, n int, placeTTL time.Duration) (served chan fence.Token, done *sync.WaitGroup) {
+func QueuedWaiters(t *testing.T, ctx context.Context, b driver.Backend, name string, n int, placeTTL time.Duration) (served chan fence.Token, done *sync.WaitGroup) {
 	t.Helper()
 	served = make(chan fence.Token, n)
 	done = &sync.WaitGroup{}
@@ -25,11 +26,11 @@ func QueuedWaiters(t *testing.T, ctx context.Context, b lock.QueueBackend, name 
 		var once atomic.Bool
 		c := lock.New(b, &lock.Options{
 			Queue: lock.QueueOptions{PlaceTTL: placeTTL},
-			Observer: func(e lock.Event) {
-				if e.Kind == lock.EventRetrying && once.CompareAndSwap(false, true) {
+			Observer: &lock.Observer{Retrying: func(lock.Event) {
+				if once.CompareAndSwap(false, true) {
 					close(queued)
 				}
-			},
+			}},
 		})
 		done.Add(1)
 		go func() {
@@ -68,34 +69,32 @@ func CollectRising(t *testing.T, served chan fence.Token, n int, floor fence.Tok
 	}
 }
 
-// PollsWithoutQueueTable checks a QueueBackend on a schema whose queue table
-// is missing (a lease table not yet upgraded by Migrate): a blocking
+// PollsWithoutQueueTable checks a backend on a schema whose queue table is
+// missing (a lease table not yet upgraded by Migrate): a blocking
 // Client.Acquire of name behind a holder polls instead of failing, its
 // refusals match ErrHeld and name both migrate (the adapter's Migrate) and
 // queueTable, it gets the lock after the holder's release with a greater
-// token, and LeaveQueue has nothing to do. The SQL adapters share it.
-func PollsWithoutQueueTable(t *testing.T, ctx context.Context, b lock.QueueBackend, name, migrate, queueTable string) {
+// token, and Leave has nothing to do. The SQL adapters share it.
+func PollsWithoutQueueTable(t *testing.T, ctx context.Context, b driver.Backend, name, migrate, queueTable string) {
 	t.Helper()
 	holder := Owner(t)
-	first, err := b.Acquire(ctx, name, holder, time.Minute)
+	g, err := b.Acquire(ctx, driver.Request{Name: name, Owner: holder, TTL: time.Minute, Kind: driver.Exclusive})
 	require.NoError(t, err)
+	first := g.Token
 
 	var (
 		mu      sync.Mutex
 		refusal error
 	)
 	refused := make(chan struct{})
-	c := lock.New(b, &lock.Options{Observer: func(e lock.Event) {
-		if e.Kind != lock.EventRetrying {
-			return
-		}
+	c := lock.New(b, &lock.Options{Observer: &lock.Observer{Retrying: func(e lock.Event) {
 		mu.Lock()
 		defer mu.Unlock()
 		if refusal == nil {
 			refusal = e.Err
 			close(refused)
 		}
-	}})
+	}}})
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	type result struct {
@@ -118,10 +117,10 @@ func PollsWithoutQueueTable(t *testing.T, ctx context.Context, b lock.QueueBacke
 		"the refusal %q does not say the queue table is missing", refusal)
 	mu.Unlock()
 
-	require.NoError(t, b.Release(ctx, name, holder))
+	require.NoError(t, b.Release(ctx, driver.Claim{Name: name, Owner: holder, Kind: driver.Exclusive}))
 	r := <-got
 	require.NoError(t, r.err)
 	require.Greater(t, r.l.Token(), first)
 	require.NoError(t, r.l.Release(ctx))
-	require.NoError(t, b.LeaveQueue(ctx, name, Owner(t)), "LeaveQueue without the queue table")
+	require.NoError(t, b.Leave(ctx, driver.Claim{Name: name, Owner: Owner(t), Kind: driver.Exclusive}), "Leave without the queue table")
 }

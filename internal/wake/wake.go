@@ -1,8 +1,7 @@
-// Package wake is the mailbox of a queued waiter (lock.QueueBackend's
-// AwaitTurn), which the adapters that push wake-ups share: a channel of
-// capacity one, into which a wake-up is posted without blocking and kept
-// until the waiter reads it, so that a wake-up sent before AwaitTurn is
-// called is not lost.
+// Package wake is the mailbox of a queued waiter (driver.Backend's Await),
+// which the adapters that push wake-ups share: a channel of capacity one,
+// into which a wake-up is posted without blocking and kept until the waiter
+// reads it, so that a wake-up sent before Await is called is not lost.
 package wake
 
 import (

@@ -7,11 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // Defects are deliberate bugs a Client can have, so that tests can show a
@@ -30,21 +31,24 @@ type Defects struct {
 	// waits for its reply), as a store that compares on the client side
 	// does, so a write is two requests.
 	ReadFirst bool
-	// RemintPermits makes AcquirePermit release the owner's permit before
-	// asking for one, as a client that starts every attempt afresh does: a
-	// retry after a lost reply gets a new token.
+	// RemintPermits makes an Acquire of a permit release the owner's
+	// permit before asking for one, as a client that starts every attempt
+	// afresh does: a retry after a lost reply gets a new token.
 	RemintPermits bool
 }
 
 // resends is how many times a call is sent again after a network error when
-// it may be (reads, Acquire and Extend always; writes with ResendWrites).
+// it may be (reads, Acquire, Extend and Leave always; writes with
+// ResendWrites).
 const resends = 3
 
 // socketTimeout is the fixed timeout of a client with IgnoreContext.
 const socketTimeout = 3 * time.Second
 
-// Client is a fence.Store and a lock.Backend on a Server, over one
-// connection at a time made with its dial function.
+// Client is a fence.Store and a driver.Backend on a Server, over one
+// connection at a time made with its dial function. As the driver contract
+// allows, it sends lock requests as they come: the lock.Client checked
+// them.
 type Client struct {
 	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	addr    string
@@ -56,8 +60,8 @@ type Client struct {
 }
 
 var (
-	_ fence.Store  = (*Client)(nil)
-	_ lock.Backend = (*Client)(nil)
+	_ fence.Store    = (*Client)(nil)
+	_ driver.Backend = (*Client)(nil)
 )
 
 // NewClient returns a Client for the server at addr that connects with dial.
@@ -199,11 +203,15 @@ func (c *Client) lockError(r reply, name string) error {
 	case "":
 		return nil
 	case kindHeld:
-		return &lock.HeldError{Name: name, TTL: r.TTL}
+		return &driver.HeldError{Name: r.Name, TTL: r.TTL, Kind: r.LeaseKind, Permits: r.Permits}
 	case kindNotHeld:
-		return fmt.Errorf("%w: %q", lock.ErrNotHeld, name)
+		return driver.NotHeld(name)
+	case kindShape:
+		return fmt.Errorf("%w: %s", driver.ErrShapeMismatch, r.Msg)
+	case kindNotAtomic:
+		return fmt.Errorf("%w: %s", driver.ErrNotAtomic, r.Msg)
 	case kindInvalid:
-		return fence.Invalid("%s", r.Msg)
+		return driver.Invalid("%s", strings.TrimPrefix(r.Msg, "lock: invalid argument: "))
 	}
 	return errors.New("wirestore: " + r.Msg)
 }
@@ -242,57 +250,81 @@ func (c *Client) Get(ctx context.Context, key string) (fence.Record, error) {
 	return rec, c.storeError(r, key, 0)
 }
 
-// Acquire takes name for owner, or extends owner's lease with the same
-// token.
-func (c *Client) Acquire(ctx context.Context, name, owner string, ttl time.Duration) (fence.Token, error) {
-	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
-		return 0, err
+// Acquire asks the server's backend for what req asks, in one request.
+func (c *Client) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	if c.defects.RemintPermits && req.Kind.Permit() {
+		claim := driver.Claim{Name: req.Name, Owner: req.Owner, Kind: req.Kind}
+		if _, err := c.call(ctx, request{Op: "release", Claim: &claim}, false); err != nil {
+			return driver.Grant{}, err
+		}
 	}
-	r, err := c.call(ctx, request{Op: "acquire", Key: name, Owner: owner, TTL: ttl}, true)
+	r, err := c.call(ctx, request{Op: "acquire", Req: &req}, true)
 	if err != nil {
-		return 0, err
+		return driver.Grant{}, err
 	}
-	return r.Token, c.lockError(r, name)
+	if err := c.lockError(r, req.Name); err != nil {
+		return driver.Grant{}, err
+	}
+	if r.Grant == nil {
+		return driver.Grant{}, c.lockError(reply{Kind: kindOther, Msg: "no grant in the reply"}, req.Name)
+	}
+	return *r.Grant, nil
 }
 
-// Extend renews owner's lease on name.
-func (c *Client) Extend(ctx context.Context, name, owner string, ttl time.Duration) error {
-	if err := lock.ValidateArgs(name, owner, ttl); err != nil {
-		return err
-	}
-	r, err := c.call(ctx, request{Op: "extend", Key: name, Owner: owner, TTL: ttl}, true)
+// Extend renews the claimed lease.
+func (c *Client) Extend(ctx context.Context, claim driver.Claim, ttl time.Duration) error {
+	r, err := c.call(ctx, request{Op: "extend", Claim: &claim, TTL: ttl}, true)
 	if err != nil {
 		return err
 	}
-	return c.lockError(r, name)
+	return c.lockError(r, claim.Name)
 }
 
-// Release frees name if owner holds it.
-func (c *Client) Release(ctx context.Context, name, owner string) error {
-	if err := lock.ValidateName(name, owner); err != nil {
-		return err
-	}
-	r, err := c.call(ctx, request{Op: "release", Key: name, Owner: owner}, c.defects.ResendWrites)
+// Release frees the claimed lease.
+func (c *Client) Release(ctx context.Context, claim driver.Claim) error {
+	r, err := c.call(ctx, request{Op: "release", Claim: &claim}, c.defects.ResendWrites)
 	if err != nil {
 		if c.defects.SwallowErrors {
 			return nil
 		}
 		return err
 	}
-	return c.lockError(r, name)
+	return c.lockError(r, claim.Name)
 }
 
-// Inspect reports the lease on name.
-func (c *Client) Inspect(ctx context.Context, name string) (lock.Info, error) {
-	if name == "" {
-		return lock.Info{}, fence.Invalid("empty lock name")
+// Await has no wake-up to wait for on this wire: it waits a little (at
+// most max) and lets the caller ask again, which the contract allows.
+func (c *Client) Await(ctx context.Context, _ driver.Claim, max time.Duration) error {
+	t := time.NewTimer(min(max, 20*time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	r, err := c.call(ctx, request{Op: "inspect", Key: name}, true)
+}
+
+// Leave gives up the claim's owner's place in line.
+func (c *Client) Leave(ctx context.Context, claim driver.Claim) error {
+	r, err := c.call(ctx, request{Op: "leave", Claim: &claim}, true)
 	if err != nil {
-		return lock.Info{}, err
+		return err
+	}
+	return c.lockError(r, claim.Name)
+}
+
+// Inspect reports the lock (kind Exclusive) or permit name called name.
+func (c *Client) Inspect(ctx context.Context, name string, kind driver.Kind) (driver.Info, error) {
+	r, err := c.call(ctx, request{Op: "inspect", Key: name, Kind: kind}, true)
+	if err != nil {
+		return driver.Info{}, err
+	}
+	if err := c.lockError(r, name); err != nil {
+		return driver.Info{}, err
 	}
 	if r.Info == nil {
-		return lock.Info{}, c.lockError(r, name)
+		return driver.Info{}, c.lockError(reply{Kind: kindOther, Msg: "no info in the reply"}, name)
 	}
-	return *r.Info, c.lockError(r, name)
+	return *r.Info, nil
 }

@@ -1,4 +1,4 @@
-// Package wirestore is a fence.Store and lock.Backend served over TCP: a
+// Package wirestore is a fence.Store and driver.Backend served over TCP: a
 // server that keeps the data in adapters/memory, and a client that reaches
 // it with a dial function, one JSON line per request and per reply. It
 // exists so that the fault kits' own tests can run them against a real
@@ -17,7 +17,7 @@ import (
 
 	"github.com/fencekit/fencekit/adapters/memory"
 	"github.com/fencekit/fencekit/fence"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // request is one call on the wire.
@@ -26,35 +26,42 @@ type request struct {
 	Key   string        `json:"key,omitempty"` // a store key or a lock name
 	Token fence.Token   `json:"token,omitempty"`
 	Value []byte        `json:"value,omitempty"`
-	Owner string        `json:"owner,omitempty"`
 	TTL   time.Duration `json:"ttl,omitempty"`
-	// Permit is AcquirePermit's request (permits.go).
-	Permit *lock.PermitRequest `json:"permit,omitempty"`
+	// Req is an Acquire's request, Claim what an Extend, Release or Leave
+	// is about, and Kind what an Inspect asks about.
+	Req   *driver.Request `json:"req,omitempty"`
+	Claim *driver.Claim   `json:"claim,omitempty"`
+	Kind  driver.Kind     `json:"kind,omitempty"`
 }
 
 // Error kinds on the wire.
 const (
-	kindStale    = "stale"
-	kindNotFound = "notfound"
-	kindHeld     = "held"
-	kindNotHeld  = "notheld"
-	kindInvalid  = "invalid"
-	kindOther    = "other"
+	kindStale     = "stale"
+	kindNotFound  = "notfound"
+	kindHeld      = "held"
+	kindNotHeld   = "notheld"
+	kindShape     = "shape"
+	kindNotAtomic = "notatomic"
+	kindInvalid   = "invalid"
+	kindOther     = "other"
 )
 
 // reply is one answer on the wire.
 type reply struct {
-	Kind  string        `json:"kind,omitempty"` // empty on success
-	Msg   string        `json:"msg,omitempty"`
-	Fence fence.Token   `json:"fence,omitempty"`
-	Token fence.Token   `json:"token,omitempty"`
-	Value []byte        `json:"value,omitempty"`
-	Found bool          `json:"found,omitempty"`
-	Info  *lock.Info    `json:"info,omitempty"`
-	TTL   time.Duration `json:"ttl,omitempty"`
-	// Permit and Permits are the replies of the permit calls.
-	Permit  *lock.Permit  `json:"grant,omitempty"`
-	Permits *lock.Permits `json:"permits,omitempty"`
+	Kind  string      `json:"kind,omitempty"` // empty on success
+	Msg   string      `json:"msg,omitempty"`
+	Fence fence.Token `json:"fence,omitempty"`
+	Token fence.Token `json:"token,omitempty"`
+	Value []byte      `json:"value,omitempty"`
+	Found bool        `json:"found,omitempty"`
+	// Grant and Info are the replies of Acquire and Inspect.
+	Grant *driver.Grant `json:"grant,omitempty"`
+	Info  *driver.Info  `json:"info,omitempty"`
+	// Name, TTL, LeaseKind and Permits are a *driver.HeldError's.
+	Name      string        `json:"name,omitempty"`
+	TTL       time.Duration `json:"ttl,omitempty"`
+	LeaseKind driver.Kind   `json:"lease_kind,omitempty"`
+	Permits   int           `json:"permits,omitempty"`
 }
 
 // Server serves one memory Store and one memory Backend on a loopback port.
@@ -153,18 +160,8 @@ func (s *Server) execute(req request) reply {
 		var rec fence.Record
 		rec, err = s.store.Get(ctx, req.Key)
 		r.Value, r.Fence, r.Found = rec.Value, rec.Fence, err == nil
-	case "acquire":
-		r.Token, err = s.backend.Acquire(ctx, req.Key, req.Owner, req.TTL)
-	case "extend":
-		err = s.backend.Extend(ctx, req.Key, req.Owner, req.TTL)
-	case "release":
-		err = s.backend.Release(ctx, req.Key, req.Owner)
-	case "inspect":
-		var info lock.Info
-		info, err = s.backend.Inspect(ctx, req.Key)
-		r.Info = &info
-	case "acquire-permit", "extend-permit", "release-permit", "leave-permit", "inspect-permits":
-		r, err = s.executePermit(ctx, req)
+	case "acquire", "extend", "release", "leave", "inspect":
+		r, err = s.executeLock(ctx, req)
 	default:
 		err = errors.New("unknown op " + req.Op)
 	}
@@ -173,20 +170,53 @@ func (s *Server) execute(req request) reply {
 	}
 	r.Msg = err.Error()
 	var stale *fence.StaleError
-	var held *lock.HeldError
+	var held *driver.HeldError
 	switch {
 	case errors.As(err, &stale):
 		r.Kind, r.Fence = kindStale, stale.Fence
 	case errors.Is(err, fence.ErrNotFound):
 		r.Kind = kindNotFound
 	case errors.As(err, &held):
-		r.Kind, r.TTL = kindHeld, held.TTL
-	case errors.Is(err, lock.ErrNotHeld):
+		r.Kind, r.Name, r.TTL, r.LeaseKind, r.Permits = kindHeld, held.Name, held.TTL, held.Kind, held.Permits
+	case errors.Is(err, driver.ErrNotHeld):
 		r.Kind = kindNotHeld
+	case errors.Is(err, driver.ErrShapeMismatch):
+		r.Kind = kindShape
+	case errors.Is(err, driver.ErrNotAtomic):
+		r.Kind = kindNotAtomic
 	case errors.Is(err, fence.ErrInvalid):
 		r.Kind = kindInvalid
 	default:
 		r.Kind = kindOther
 	}
 	return r
+}
+
+// executeLock runs one lock call on the server's memory backend. A call
+// without its request or claim is invalid.
+func (s *Server) executeLock(ctx context.Context, req request) (reply, error) {
+	var r reply
+	if req.Op == "inspect" {
+		info, err := s.backend.Inspect(ctx, req.Key, req.Kind)
+		r.Info = &info
+		return r, err
+	}
+	if req.Op == "acquire" {
+		if req.Req == nil {
+			return r, driver.ErrInvalid
+		}
+		g, err := s.backend.Acquire(ctx, *req.Req)
+		r.Grant = &g
+		return r, err
+	}
+	if req.Claim == nil {
+		return r, driver.ErrInvalid
+	}
+	switch req.Op {
+	case "extend":
+		return r, s.backend.Extend(ctx, *req.Claim, req.TTL)
+	case "release":
+		return r, s.backend.Release(ctx, *req.Claim)
+	}
+	return r, s.backend.Leave(ctx, *req.Claim)
 }

@@ -1,6 +1,6 @@
 -- permit_acquire.lua: take a permit, extend the caller's own, or keep the
--- caller's place in line (lock.PermitBackend.AcquirePermit). Runs after
--- permit_lib.lua (KEYS there).
+-- caller's place in line (Backend.Acquire of a permit kind, permit.go).
+-- Runs after permit_lib.lua (KEYS there).
 --
 -- ARGV[1]  owner
 -- ARGV[2]  kind: s, r or w

@@ -16,7 +16,7 @@
 -- number of permits, 0 for a read-write lock. Keys 2 to 7 live as long as
 -- the longest entry in them (each write lengthens their TTL to cover it),
 -- and go when their last entry does: an idle name keeps only its counter.
--- Owners never contain NUL (lock.ValidateName).
+-- Owners never contain NUL (driver.ValidateClaim).
 
 if redis.REDIS_VERSION_NUM == nil and redis.replicate_commands then
   pcall(redis.replicate_commands) -- Redis 3.2 to 4: TIME before writes

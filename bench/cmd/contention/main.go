@@ -26,6 +26,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -48,6 +49,7 @@ func main() {
 	svgOut := flag.String("svg", "", "write the plot of wait against W to this file")
 	csvOut := flag.String("csv", "", "write the figures of the plot to this file")
 	plotFrom := flag.String("plot-from", "", "draw -svg from this CSV of figures and run nothing")
+	breakdown := flag.Bool("commands", false, "after each Redis or PostgreSQL row's line, print its commands (or statements) per acquisition by name")
 	flag.Parse()
 
 	if *plotFrom != "" {
@@ -162,6 +164,9 @@ func main() {
 				row.Name, w, r.PerSecond, ms(r.WaitP50), ms(r.WaitP99), maxWait,
 				ms(r.HandoffP50), ms(r.HandoffP99), r.MinPerWorker, r.MaxPerWorker, 100*r.CV, cmds,
 				ms(target), verdict, errs)
+			if *breakdown && r.CommandsBy != nil {
+				fmt.Printf("|   commands per acquisition: %s |\n", byName(r.CommandsBy))
+			}
 		}
 	}
 	if *csvOut != "" {
@@ -200,4 +205,25 @@ func loadavg() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// byName renders a per-command breakdown, the most frequent first.
+func byName(by map[string]float64) string {
+	names := make([]string, 0, len(by))
+	for n := range by {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if by[names[i]] != by[names[j]] {
+			return by[names[i]] > by[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	parts := make([]string, 0, len(names))
+	for _, n := range names {
+		if by[n] >= 0.05 {
+			parts = append(parts, fmt.Sprintf("%s %.1f", n, by[n]))
+		}
+	}
+	return strings.Join(parts, ", ")
 }

@@ -4,8 +4,9 @@
 // TryAcquire + Release; Client.Resume of a live lease, against
 // Lease.Extend; and a semaphore permit, a read permit and a write permit
 // taken with one attempt and released, against one name's TryAcquire +
-// Release. A permit row of an adapter without lock.PermitBackend says "not
-// supported by this adapter yet" instead of its counts. It prints round trips and server commands (Redis) or
+// Release. A permit row of an adapter whose Acquire answers
+// driver.ErrUnsupported for permits says "not supported by this adapter
+// yet" instead of its counts. It prints round trips and server commands (Redis) or
 // statements (PostgreSQL) per operation, which are exact, and the
 // client-side time per operation as a ratio to the baseline of the same
 // round (median over -rounds rounds), which is noisy on a loaded machine.

@@ -203,6 +203,27 @@ func postgresBin() (string, error) {
 	return filepath.Dir(matches[len(matches)-1]), nil
 }
 
+// waitAccepting waits until the postgres whose log is logPath says it is
+// ready to accept connections, or it exits, or d passes.
+func waitAccepting(logPath string, done <-chan struct{}, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		log, _ := os.ReadFile(logPath)
+		if strings.Contains(string(log), "ready to accept connections") {
+			return nil
+		}
+		select {
+		case <-done:
+			return errors.New("postgres exited before it accepted connections")
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("postgres did not log that it accepts connections within %v", d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // StartPostgres runs initdb into a temporary directory and starts postgres on
 // a free loopback port, as user postgres when we are root. Durability is off
 // (fsync, synchronous_commit, full_page_writes): the data is thrown away, and
@@ -270,9 +291,13 @@ func StartPostgres() (*Server, error) {
 		s := &Server{Name: "postgres", Addr: addr, Dir: dir, cmd: cmd, done: done,
 			URL: fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", addr)}
 		if lastErr = waitTCP(addr, done, 30*time.Second); lastErr == nil {
-			// TCP accepts a moment before the server takes queries; the
-			// caller's first ping retries briefly.
-			return s, nil
+			// TCP accepts a moment before the server takes queries (a
+			// connection then fails with 57P03, "the database system is
+			// starting up"): wait for that too, so that no caller has to
+			// retry its first statement.
+			if lastErr = waitAccepting(filepath.Join(dir, "postgres.log"), done, 30*time.Second); lastErr == nil {
+				return s, nil
+			}
 		}
 		log, _ := os.ReadFile(filepath.Join(dir, "postgres.log"))
 		s.Dir = ""

@@ -10,7 +10,7 @@
 // client's configuration pointing at the real server.
 //
 // The package uses only the standard library. The fault kits
-// fencetest.RunFaults and locktest.RunFaults are built on it.
+// fencetest.RunFaults and drivertest.RunFaults are built on it.
 package faultproxy
 
 import (

@@ -16,14 +16,14 @@ import (
 	fenceetcd "github.com/fencekit/fencekit/adapters/etcd"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/lab"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 var endpoints = flag.String("etcd-endpoints", "http://127.0.0.1:2379",
 	"comma-separated etcd client URLs for -backend etcd; the run keeps its keys under a prefix of its own and deletes them afterwards")
 
 func init() {
-	lab.RegisterBackend("etcd", func(ctx context.Context) (lock.Backend, fence.Store, func(), error) {
+	lab.RegisterBackend("etcd", func(ctx context.Context) (driver.Backend, fence.Store, func(), error) {
 		return openEtcd(ctx, strings.Split(*endpoints, ","))
 	})
 	lab.RegisterProxied("etcd", lab.ProxiedBackend{
@@ -37,7 +37,7 @@ func init() {
 			}
 			return host, nil
 		},
-		Open: func(ctx context.Context, proxyAddr string) (lock.Backend, fence.Store, func(), error) {
+		Open: func(ctx context.Context, proxyAddr string) (driver.Backend, fence.Store, func(), error) {
 			return openEtcd(ctx, []string{"http://" + proxyAddr})
 		},
 	})
@@ -46,7 +46,7 @@ func init() {
 // openEtcd connects to eps and returns a Backend and a Store under a prefix
 // of this run's own. The close function deletes the run's keys and closes
 // the client.
-func openEtcd(ctx context.Context, eps []string) (lock.Backend, fence.Store, func(), error) {
+func openEtcd(ctx context.Context, eps []string) (driver.Backend, fence.Store, func(), error) {
 	var id [6]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, nil, nil, err

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/fencekit/fencekit/adapters/nats/internal/natstest"
 	"github.com/fencekit/fencekit/internal/lab"
+	"github.com/fencekit/fencekit/internal/testkit"
 )
 
 // argsEnv, when set, makes the test binary run as fencelab with these
@@ -46,21 +48,18 @@ func fencelab(t *testing.T, args ...string) (int, string) {
 	return code, out.String()
 }
 
-// The scenarios behave on NATS as on every other backend. Their TTL
-// is one second, the server's unit for a per-key TTL.
+// The scenarios behave on NATS as on every other backend, the semaphore
+// and read-write lock scenarios (10 and 11) included: none is skipped.
+// Their TTL is one second, the server's unit for a per-key TTL.
 func TestScenariosOnNats(t *testing.T) {
 	code, out := fencelab(t, "-ttl", "1s")
 	skipped, err := lab.Verdict(out)
 	if code != 0 || err != nil {
 		t.Fatalf("exit code %d, %v; want 0 and all %d scenarios as expected", code, err, lab.ScenarioCount())
 	}
-	// The semaphore and read-write scenarios need lock.PermitBackend;
-	// until this adapter has it they are skipped, and this says so.
-	t.Run("permit scenarios", func(t *testing.T) {
-		if skipped != "" {
-			t.Skip(skipped)
-		}
-	})
+	if skipped != "" {
+		t.Fatalf("%s; want every scenario run (the Backend serves every lock shape)", skipped)
+	}
 }
 
 // chaos runs workers with a TTL of two seconds (twice the server's unit),
@@ -83,8 +82,25 @@ func TestChaosOnNatsIsClean(t *testing.T) {
 // The workers poll (-polling), as in internal/faulttest's unfenced run:
 // waiting in line, they overlapped too rarely there to lose an increment.
 func TestChaosOnNatsUnfencedShowsViolations(t *testing.T) {
-	code, out := fencelab(t, append(chaos, "-keys", "1", "-pause", "0.5", "-faults=false", "-unfenced", "-polling")...)
-	if code != 1 || !strings.Contains(out, "lost increments") {
-		t.Fatalf("exit code %d; want 1 (violations found)", code)
+	testkit.SomeSeedShows(t, 3, "an unfenced run must exit 1 with lost increments", func(seed uint64) (bool, string) {
+		code, out := fencelab(t, append(chaos, "-keys", "1", "-pause", "0.5", "-faults=false", "-unfenced", "-polling", "-seed", strconv.FormatUint(seed, 10))...)
+		return code == 1 && strings.Contains(out, "lost increments"), out
+	})
+}
+
+// The semaphore and read-write lock chaos runs behind the fault proxy,
+// which delays, cuts and drops the replies of the client's connection,
+// find no violation either.
+func TestChaosPermitsOnNatsIsClean(t *testing.T) {
+	for _, shape := range []string{"semaphore", "rw"} {
+		t.Run(shape, func(t *testing.T) {
+			code, out := fencelab(t, append(chaos, "-shape", shape, "-keys", "2", "-fault-every", "2s")...)
+			if code != 0 {
+				t.Fatalf("exit code %d; want 0 (no violation)", code)
+			}
+			if !strings.Contains(out, "proxy ") || !strings.Contains(out, "no violation") {
+				t.Fatalf("the run did not go through the fault proxy, or found a violation")
+			}
+		})
 	}
 }

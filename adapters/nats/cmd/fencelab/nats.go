@@ -17,7 +17,7 @@ import (
 	fencenats "github.com/fencekit/fencekit/adapters/nats"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/lab"
-	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 var (
@@ -27,7 +27,7 @@ var (
 )
 
 func init() {
-	lab.RegisterBackend("nats", func(ctx context.Context) (lock.Backend, fence.Store, func(), error) {
+	lab.RegisterBackend("nats", func(ctx context.Context) (driver.Backend, fence.Store, func(), error) {
 		return openNats(ctx, *natsURL)
 	})
 	lab.RegisterProxied("nats", lab.ProxiedBackend{
@@ -41,7 +41,7 @@ func init() {
 			}
 			return u.Host, nil
 		},
-		Open: func(ctx context.Context, proxyAddr string) (lock.Backend, fence.Store, func(), error) {
+		Open: func(ctx context.Context, proxyAddr string) (driver.Backend, fence.Store, func(), error) {
 			return openNats(ctx, "nats://"+proxyAddr, natsgo.IgnoreDiscoveredServers())
 		},
 	})
@@ -50,7 +50,7 @@ func init() {
 // openNats connects to urls, creates a KV bucket of this run's own (per-key
 // TTLs allowed) and returns a Backend and a Store in it. The close function
 // deletes the bucket and closes the connection.
-func openNats(ctx context.Context, urls string, opts ...natsgo.Option) (lock.Backend, fence.Store, func(), error) {
+func openNats(ctx context.Context, urls string, opts ...natsgo.Option) (driver.Backend, fence.Store, func(), error) {
 	var id [6]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, nil, nil, err

@@ -7,9 +7,11 @@ package natstest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +32,9 @@ type Config struct {
 	// fsynced before it is acknowledged. Otherwise the server's default
 	// (a sync every two minutes) applies.
 	SyncAlways bool
+	// Monitor gives every node an HTTP monitoring port on 127.0.0.1, for
+	// what only the node itself can tell (Node.StreamLeader).
+	Monitor bool
 
 	// routeVia, when set, gives the address node from dials to reach node
 	// to's cluster port (target) instead of the port itself, and the nodes
@@ -42,6 +47,8 @@ type Config struct {
 type Node struct {
 	Name string
 	Port int // client port on 127.0.0.1
+
+	monitor int // HTTP monitoring port on 127.0.0.1; 0 without Config.Monitor
 
 	conf string
 	log  string
@@ -59,7 +66,10 @@ type Cluster struct {
 }
 
 // Start writes the configuration of cfg.Nodes servers under dir, starts them
-// and waits until JetStream answers on every one.
+// and waits until JetStream answers on every one. The free ports it picks
+// were free a moment before the servers bind them, and another test's
+// server may take one in between; a node that exits because its address is
+// in use makes Start try again, on new ports, up to three times.
 func Start(dir string, cfg Config) (*Cluster, error) {
 	bin, err := Binary()
 	if err != nil {
@@ -68,7 +78,24 @@ func Start(dir string, cfg Config) (*Cluster, error) {
 	if cfg.Nodes < 1 {
 		cfg.Nodes = 1
 	}
-	ports, err := freePorts(2 * cfg.Nodes)
+	for attempt := 1; ; attempt++ {
+		c, err := startOnce(dir, cfg, bin)
+		if err == nil || attempt == 3 || !errors.Is(err, errAddrInUse) {
+			return c, err
+		}
+		for i := 1; i <= cfg.Nodes; i++ { // the failed attempt's state
+			_ = os.RemoveAll(filepath.Join(dir, fmt.Sprintf("n%d", i)))
+			_ = os.Remove(filepath.Join(dir, fmt.Sprintf("n%d.log", i)))
+		}
+	}
+}
+
+// errAddrInUse marks a node that exited because a port it was given was
+// taken.
+var errAddrInUse = errors.New("natstest: address in use")
+
+func startOnce(dir string, cfg Config, bin string) (*Cluster, error) {
+	ports, err := freePorts(3 * cfg.Nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +118,10 @@ func Start(dir string, cfg Config) (*Cluster, error) {
 		store := filepath.Join(dir, n.Name)
 		var b strings.Builder
 		fmt.Fprintf(&b, "server_name: %s\nlisten: \"127.0.0.1:%d\"\n", n.Name, n.Port)
+		if cfg.Monitor {
+			n.monitor = ports[2*cfg.Nodes+i]
+			fmt.Fprintf(&b, "http: \"127.0.0.1:%d\"\n", n.monitor)
+		}
 		// fencetest stores a 1 MiB value; the default limit, 1 MB, is
 		// below it with the headers and subject (docs/nats.md).
 		b.WriteString("max_payload: 2MB\n")
@@ -211,8 +242,70 @@ func (n *Node) sendSignal(sig syscall.Signal) error {
 	return n.cmd.Process.Signal(sig)
 }
 
+// StreamLeader returns the leader of the stream named stream (in any
+// account) as the node itself sees it, from its monitoring endpoint (/jsz;
+// Config.Monitor): the node's own name while it believes it leads, "" while
+// it knows of no leader. A node answers reads of the stream only while it
+// believes it leads, so this is how a test learns that a deposed leader has
+// stepped down. Asking through a client instead gets whichever node answers
+// first, which need not be this one.
+func (n *Node) StreamLeader(stream string) (string, error) {
+	if n.monitor == 0 {
+		return "", fmt.Errorf("natstest: %s has no monitoring port (Config.Monitor)", n.Name)
+	}
+	hc := &http.Client{Timeout: 2 * time.Second}
+	resp, err := hc.Get(fmt.Sprintf("http://127.0.0.1:%d/jsz?streams=true", n.monitor))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("natstest: %s /jsz: %s", n.Name, resp.Status)
+	}
+	var jsz struct {
+		Accounts []struct {
+			Streams []struct {
+				Name    string `json:"name"`
+				Cluster *struct {
+					Leader string `json:"leader"`
+				} `json:"cluster"`
+			} `json:"stream_detail"`
+		} `json:"account_details"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&jsz); err != nil {
+		return "", fmt.Errorf("natstest: %s /jsz: %w", n.Name, err)
+	}
+	for _, a := range jsz.Accounts {
+		for _, st := range a.Streams {
+			if st.Name == stream {
+				if st.Cluster == nil {
+					return "", nil
+				}
+				return st.Cluster.Leader, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("natstest: %s has no stream %s", n.Name, stream)
+}
+
 // Restart starts a stopped or killed node again, on its data directory.
 func (n *Node) Restart() error { return n.start() }
+
+// exited reports whether the node was started and its process has ended
+// without Kill or Stop: it crashed, or refused its configuration.
+func (n *Node) exited() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.done == nil {
+		return false
+	}
+	select {
+	case <-n.done:
+		return true
+	default:
+		return false
+	}
+}
 
 // Running reports whether the node's process is up.
 func (n *Node) Running() bool {
@@ -247,6 +340,14 @@ func (c *Cluster) WaitReady(timeout time.Duration) error {
 			last = ping(n.URL())
 			if last == nil {
 				break
+			}
+			if n.exited() {
+				log := n.Log()
+				err := fmt.Errorf("natstest: %s exited: %v\n%s", n.Name, last, tail(log, 2000))
+				if strings.Contains(log, "address already in use") {
+					err = errors.Join(errAddrInUse, err)
+				}
+				return err
 			}
 			if time.Now().After(deadline) {
 				return fmt.Errorf("natstest: %s not ready: %v\n%s", n.Name, last, tail(n.Log(), 2000))

@@ -19,6 +19,7 @@ import (
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/lab"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 var (
@@ -45,7 +46,7 @@ var proxiedS3 = lab.ProxiedBackend{
 		}
 		return u.Host, nil
 	},
-	Open: func(ctx context.Context, proxyAddr string) (lock.Backend, fence.Store, func(), error) {
+	Open: func(ctx context.Context, proxyAddr string) (driver.Backend, fence.Store, func(), error) {
 		u, err := url.Parse(*s3Endpoint)
 		if err != nil {
 			return nil, nil, nil, err
@@ -57,12 +58,12 @@ var proxiedS3 = lab.ProxiedBackend{
 
 // openS3 returns a lock backend on memory or Redis and a fenced store on
 // the bucket, under a prefix of this run's own.
-func openS3(ctx context.Context) (lock.Backend, fence.Store, func(), error) {
+func openS3(ctx context.Context) (driver.Backend, fence.Store, func(), error) {
 	return openS3At(ctx, *s3Endpoint)
 }
 
 // openS3At is openS3 with the S3 client sent to endpoint.
-func openS3At(ctx context.Context, endpoint string) (lock.Backend, fence.Store, func(), error) {
+func openS3At(ctx context.Context, endpoint string) (driver.Backend, fence.Store, func(), error) {
 	if *s3Bucket == "" {
 		return nil, nil, nil, fmt.Errorf("s3: -s3-bucket is required")
 	}

@@ -130,9 +130,9 @@ func capture(t *testing.T, args []string) (int, string) {
 // runMain runs lab.Main with args, its standard output captured into the
 // test log, and checks with lab.Verdict that the output reports every
 // scenario run and behaving as expected. The semaphore and read-write
-// scenarios need a lock backend with lock.PermitBackend; without one
-// (-s3-lock redis, until that adapter has it) they are skipped, and the
-// subtest "permit scenarios" is skipped with lab.Verdict's reason.
+// scenarios need permits; on a lock backend that answers ErrUnsupported
+// for them they are skipped, and the subtest "permit scenarios" is skipped
+// with lab.Verdict's reason.
 func runMain(t *testing.T, args []string) int {
 	t.Helper()
 	code, out := capture(t, args)
