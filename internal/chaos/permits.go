@@ -346,9 +346,13 @@ func (p *permitRun) read(w *worker, k int, l *lock.Lease, span *liveSpan) {
 	r, cfg := p.r, &p.r.cfg
 	pauseAt := -1
 	if cfg.PauseChance > 0 && w.rng.Float64() < cfg.PauseChance {
-		pauseAt = w.rng.IntN(2)
+		pauseAt = w.rng.IntN(3)
 	}
 	readFence := int64(l.ReadFence())
+	// A pause before the Advance is the reader whose permit expires
+	// before it has fenced the key: a writer may get in meanwhile, and
+	// the Advance must then be refused.
+	w.maybePause(pauseAt, 0)
 	if !cfg.Unfenced {
 		var met int64
 		call := r.now()
@@ -369,7 +373,7 @@ func (p *permitRun) read(w *worker, k int, l *lock.Lease, span *liveSpan) {
 			return
 		}
 	}
-	w.maybePause(pauseAt, 0)
+	w.maybePause(pauseAt, 1)
 	call := r.now()
 	octx, cancel := context.WithTimeout(context.Background(), cfg.OpTimeout)
 	rec, err := cfg.Store.Get(octx, cfg.key(k))
@@ -381,7 +385,7 @@ func (p *permitRun) read(w *worker, k int, l *lock.Lease, span *liveSpan) {
 	get.Key, get.Call, get.Return = k, call, r.now()
 	get.FenceOK = get.FenceOK && !cfg.Unfenced
 	w.record(get)
-	w.maybePause(pauseAt, 1)
+	w.maybePause(pauseAt, 2)
 	// The check comes after the read returned: nil means the permit was
 	// live on the server over the whole read.
 	span.check(r, l)

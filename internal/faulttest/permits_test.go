@@ -13,7 +13,7 @@ import (
 // backend (each has them: the driver contract), with pauses past the TTL and
 // network faults: no stale write lands, no increment is lost, no permit is
 // certainly live beside one its shape forbids, no reader under a live
-// permit sees a writer newer than its PriorWriter, tokens only go up.
+// permit sees a writer newer than its ReadFence, tokens only go up.
 func TestChaosPermits(t *testing.T) {
 	for _, b := range backends {
 		for _, shape := range []chaos.Shape{chaos.ShapeRW, chaos.ShapeSemaphore} {
@@ -22,8 +22,11 @@ func TestChaosPermits(t *testing.T) {
 				r := b.make(t)
 				backend := r.backend
 				// As in TestChaos: a run must find no violation, every
-				// time; one that exercised too little is run again, up
-				// to three in all, each checked in full.
+				// time. What the runs exercised is counted over all of
+				// them: one that exercised too little (a loaded server
+				// grants few permits) is followed by another, up to
+				// three in all, each checked in full.
+				var seen permitExercise
 				var rep *chaos.PermitReport
 				for run := 1; ; run++ {
 					var err error
@@ -46,22 +49,18 @@ func TestChaosPermits(t *testing.T) {
 					}
 					var out bytes.Buffer
 					rep.Print(&out)
-					t.Logf("\n%s", out.String())
+					t.Logf("run %d:\n%s", run, out.String())
 					if !rep.OK() {
 						t.Fatalf("violations: %v", rep.Violations())
 					}
-					enough := rep.Pauses > 0 && rep.StaleRefused > 0 && rep.Spans >= 10
-					if shape == chaos.ShapeRW {
-						enough = enough && rep.ReadsLive > 0 && rep.WriteGrants > 0
-					}
-					if enough {
+					seen.add(rep)
+					if seen.enough(shape) {
 						break
 					}
 					if run == 3 {
-						t.Fatalf("three runs exercised too little; the last: %d pauses, %d stale writes refused, %d live spans, at most %d live at once, %d live reads",
-							rep.Pauses, rep.StaleRefused, rep.Spans, rep.MostLive, rep.ReadsLive)
+						t.Fatalf("three runs exercised too little: %+v", seen)
 					}
-					t.Logf("run %d exercised too little; running again", run)
+					t.Logf("run %d exercised too little so far (%+v); running again", run, seen)
 				}
 				if rep.Delays+rep.Cuts+rep.Drops == 0 {
 					t.Fatal("no network fault was injected")
@@ -69,4 +68,29 @@ func TestChaosPermits(t *testing.T) {
 			})
 		}
 	}
+}
+
+// permitExercise is what TestChaosPermits's runs of one backend and shape
+// exercised, summed over the runs.
+type permitExercise struct {
+	Pauses, StaleRefused, Spans, ReadsLive, WriteGrants int
+}
+
+func (e *permitExercise) add(rep *chaos.PermitReport) {
+	e.Pauses += rep.Pauses
+	e.StaleRefused += rep.StaleRefused
+	e.Spans += rep.Spans
+	e.ReadsLive += rep.ReadsLive
+	e.WriteGrants += rep.WriteGrants
+}
+
+// enough says whether the runs met paused holders, refused a stale write,
+// and saw at least ten certainly live permits (for a read-write lock, live
+// reads and write grants as well).
+func (e *permitExercise) enough(shape chaos.Shape) bool {
+	ok := e.Pauses > 0 && e.StaleRefused > 0 && e.Spans >= 10
+	if shape == chaos.ShapeRW {
+		ok = ok && e.ReadsLive > 0 && e.WriteGrants > 0
+	}
+	return ok
 }
