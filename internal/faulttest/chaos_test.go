@@ -42,8 +42,10 @@ func TestChaos(t *testing.T) {
 			// A run must find no violation, every time. Whether its
 			// 3 s made a paused holder overlap its successor is luck
 			// on a loaded machine (it did not, twice in seven runs at
-			// load 25-30): a run that exercised too little is run
-			// again, up to three in all, each checked in full.
+			// load 25-30): what the runs exercised is counted over all
+			// of them, and one that leaves it too little is followed by
+			// another, up to three in all, each checked in full.
+			var acquisitions, pauses, overlaps, stale int
 			var rep *chaos.Report
 			for run := 1; ; run++ {
 				rep = runChaos(t, r, chaos.Config{
@@ -53,15 +55,19 @@ func TestChaos(t *testing.T) {
 				if !rep.OK() {
 					t.Fatalf("violations: %v", rep.Violations())
 				}
-				if rep.Acquisitions >= 20 && rep.Pauses > 0 && rep.Overlaps > 0 && rep.StaleRefused > 0 {
+				acquisitions += rep.Acquisitions
+				pauses += rep.Pauses
+				overlaps += rep.Overlaps
+				stale += rep.StaleRefused
+				if acquisitions >= 20 && pauses > 0 && overlaps > 0 && stale > 0 {
 					break
 				}
 				if run == 3 {
-					t.Fatalf("three runs exercised too little; the last: %d acquisitions, %d pauses, %d overlaps, %d stale writes refused",
-						rep.Acquisitions, rep.Pauses, rep.Overlaps, rep.StaleRefused)
+					t.Fatalf("three runs exercised too little: %d acquisitions, %d pauses, %d overlaps, %d stale writes refused in all",
+						acquisitions, pauses, overlaps, stale)
 				}
-				t.Logf("run %d exercised too little (%d acquisitions, %d pauses, %d overlaps, %d stale writes refused); running again",
-					run, rep.Acquisitions, rep.Pauses, rep.Overlaps, rep.StaleRefused)
+				t.Logf("run %d exercised too little so far (%d acquisitions, %d pauses, %d overlaps, %d stale writes refused); running again",
+					run, acquisitions, pauses, overlaps, stale)
 			}
 			if rep.Delays+rep.Cuts+rep.Drops == 0 {
 				t.Fatal("no network fault was injected")
