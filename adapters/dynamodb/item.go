@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awsddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -42,7 +43,7 @@ func (b *Backend) read(ctx context.Context, op, key string) (item, error) {
 		TableName:      aws.String(b.table),
 		Key:            map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: key}},
 		ConsistentRead: aws.Bool(true),
-	})
+	}, quickRetries)
 	if err != nil {
 		return item{}, classify(op, err)
 	}
@@ -95,13 +96,27 @@ func (b *Backend) write(ctx context.Context, op string, it item, st *state, mint
 		in.ConditionExpression = aws.String("attribute_not_exists(#k)")
 		in.ExpressionAttributeNames["#k"] = KeyAttribute
 	}
-	if _, err := b.api.UpdateItem(ctx, in); err != nil {
+	if _, err := b.api.UpdateItem(ctx, in, quickRetries); err != nil {
 		if _, ok := conditionFailed(err); ok {
 			return time.Time{}, errConflict
 		}
 		return time.Time{}, classify(op, err)
 	}
 	return b.now(), nil
+}
+
+// maxRetryBackoff caps the SDK's wait between its own retries of a
+// Backend's request. The SDK's standard retryer waits up to 2 s before its
+// second attempt and 4 s before its third: longer than many leases live.
+// The lock Client retries a transient failure itself, within the lease's
+// deadline, so the Backend keeps the SDK's attempts and cuts their waits.
+const maxRetryBackoff = 50 * time.Millisecond
+
+// quickRetries is the per-request option that caps the retry backoff.
+func quickRetries(o *awsddb.Options) {
+	if o.Retryer != nil {
+		o.Retryer = retry.AddWithMaxBackoffDelay(o.Retryer, maxRetryBackoff)
+	}
 }
 
 func numberAttr(m map[string]types.AttributeValue, name string) (int64, error) {
