@@ -2,8 +2,8 @@
 // token.
 //
 // A Client runs over one backend: adapters/memory, adapters/redis,
-// adapters/postgres, adapters/sqldb, adapters/etcd, adapters/nats, or a
-// wrapper around one (fenceotel's tracing, your own metrics). Every backend
+// adapters/postgres, adapters/sqldb, adapters/etcd, adapters/nats,
+// adapters/dynamodb, or a wrapper around one (fenceotel's tracing, your own metrics). Every backend
 // shipped with fencekit serves every shape below.
 //
 //   - Locks: Client.Acquire waits in line (served in arrival order, woken by

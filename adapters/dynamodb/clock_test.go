@@ -21,7 +21,7 @@ func offset(d time.Duration) func() time.Time {
 // whose clock runs 10 s behind) never takes a live lease: while the
 // holder renews, every try is refused. Once the holder stops renewing (a
 // pause), the contender gets in no earlier than a whole TTL after the
-// holder's last renewal was sent, and soon after that; the paused holder's
+// holder's last renewal was sent, and within two seconds after that; the paused holder's
 // late write is then refused by the store.
 func TestFastClockNeverTakesALiveLease(t *testing.T) {
 	srv := server(t)
@@ -33,7 +33,8 @@ func TestFastClockNeverTakesALiveLease(t *testing.T) {
 	fenceddb.SetClock(contender, offset(10*time.Second))
 	store := storeWithPrefix(t, srv, prefix+"store/")
 
-	const ttl = time.Second
+	// Renewals every 300 ms leave a loaded machine 1.7 s of margin.
+	const ttl = 2 * time.Second
 	name := "job"
 	req := func(owner string) driver.Request {
 		return driver.Request{Name: name, Owner: owner, TTL: ttl, Kind: driver.Exclusive}
@@ -86,8 +87,8 @@ func TestFastClockNeverTakesALiveLease(t *testing.T) {
 	if took < ttl {
 		t.Fatalf("the contender took the lease %v after the holder's last renewal was sent: before its TTL of %v", took, ttl)
 	}
-	if took > ttl+time.Second {
-		t.Fatalf("the contender took the lease %v after the holder's last renewal: want within a second of its TTL", took)
+	if took > ttl+2*time.Second {
+		t.Fatalf("the contender took the lease %v after the holder's last renewal: want within two seconds of its TTL", took)
 	}
 	if g2.Token <= g.Token {
 		t.Fatalf("contender's token %d is not above the holder's %d", g2.Token, g.Token)

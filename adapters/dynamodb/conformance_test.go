@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { os.Exit(dynalitetest.Main(m)) }
 const testTable = "fencekit_test"
 
 // server returns the shared server with the test table made.
-func server(t *testing.T) *dynalitetest.Server {
+func server(t testing.TB) *dynalitetest.Server {
 	t.Helper()
 	srv := dynalitetest.Shared(t)
 	if err := fenceddb.Migrate(context.Background(), srv.Client(), testTable); err != nil {

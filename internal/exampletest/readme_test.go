@@ -66,7 +66,7 @@ func TestReadmeListsEveryRequirement(t *testing.T) {
 	for _, m := range re.FindAllStringSubmatch(string(readme), -1) {
 		items[m[1]] = m[2]
 	}
-	modules := []string{".", "fenceotel", "adapters/s3", "adapters/etcd", "adapters/nats", "cmd/fencectl"}
+	modules := []string{".", "fenceotel", "adapters/s3", "adapters/etcd", "adapters/nats", "adapters/dynamodb", "cmd/fencectl"}
 	for _, dir := range modules {
 		item, ok := items[dir]
 		if !ok {

@@ -13,8 +13,8 @@ import (
 //
 // Types that implement Backend: *memory.Backend (adapters/memory, the
 // reference implementation), *redis.Backend, *postgres.Backend,
-// *sqldb.Backend, and, in modules of their own, *etcd.Backend and
-// *nats.Backend.
+// *sqldb.Backend, and, in modules of their own, *etcd.Backend,
+// *nats.Backend and *dynamodb.Backend.
 type Backend interface {
 	// Acquire admits req.Owner to the name (or every name of req.Names)
 	// as req asks, minting a token, or keeps the owner's place in line

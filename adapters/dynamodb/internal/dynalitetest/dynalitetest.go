@@ -128,6 +128,13 @@ func Shared(t testing.TB) *Server {
 	return shared.srv
 }
 
+// Open returns the server for this test binary as Shared does, for code
+// without a testing.TB (examples): an error instead of a skip.
+func Open() (*Server, error) {
+	shared.once.Do(func() { shared.srv, shared.err = open() })
+	return shared.srv, shared.err
+}
+
 // Main runs the tests and then stops the shared server, if one was started.
 // Unless FENCEKIT_DYNAMODB_URL is set it first installs dynalite, so that a
 // cold install does not count against the test binary's -timeout; a failed
