@@ -31,7 +31,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -288,7 +287,7 @@ func (s *Server) launch(cmd *exec.Cmd) error {
 	defer logf.Close()
 	s.cmd = cmd
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	s.cmd.SysProcAttr = sysProcAttr()
 	if err := startProcess(s.cmd); err != nil {
 		return err
 	}
@@ -312,20 +311,6 @@ func (s *Server) launch(cmd *exec.Cmd) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// Pause stops the server's process (SIGSTOP) until Resume: connections
-// stay open and requests go unanswered, as on a frozen host.
-func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
-
-// Resume continues a paused server (SIGCONT).
-func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
-
-func (s *Server) signal(sig syscall.Signal) error {
-	if s.cmd == nil {
-		return fmt.Errorf("%s was not started by this package", s.Name)
-	}
-	return s.cmd.Process.Signal(sig)
 }
 
 // Stop ends a server this package started.
@@ -362,19 +347,6 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// lockFile takes an exclusive lock on path, waiting for it.
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	return func() { _ = f.Close() }, nil
 }
 
 // spawner starts every server from one goroutine locked to its OS thread
