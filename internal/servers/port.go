@@ -52,3 +52,13 @@ func (p *process) waitExit(d time.Duration) bool {
 		return false
 	}
 }
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago, for
+// a server a test harness starts itself.
+func FreePort() (int, error) { return freePort() }
+
+// Start starts cmd as the servers of this package are started: on Linux it
+// dies with this process (even one that panics or times out) and stays out
+// of the terminal's process group. Test harnesses of other modules
+// (adapters/dynamodb's dynalitetest) start their servers with it.
+func Start(cmd *exec.Cmd) error { return start(cmd, nil) }

@@ -27,7 +27,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +38,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awsddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/fencekit/fencekit/internal/servers"
 	"github.com/fencekit/fencekit/internal/testkit"
 )
 
@@ -256,7 +256,7 @@ func Start() (*Server, error) {
 	_ = logf.Close()
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
-		port, err := freePort()
+		port, err := servers.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -287,8 +287,7 @@ func (s *Server) launch(cmd *exec.Cmd) error {
 	defer logf.Close()
 	s.cmd = cmd
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	s.cmd.SysProcAttr = sysProcAttr()
-	if err := startProcess(s.cmd); err != nil {
+	if err := servers.Start(s.cmd); err != nil {
 		return err
 	}
 	s.done = make(chan struct{})
@@ -338,37 +337,4 @@ func (s *Server) logTail() string {
 		b = b[len(b)-2000:]
 	}
 	return string(b)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// spawner starts every server from one goroutine locked to its OS thread
-// for the life of the test binary: with Pdeathsig the child is killed when
-// that thread ends, which is only when the test binary ends, so a test
-// binary that panics or times out leaves no server behind.
-var spawner struct {
-	once sync.Once
-	reqs chan func()
-}
-
-func startProcess(cmd *exec.Cmd) error {
-	spawner.once.Do(func() {
-		spawner.reqs = make(chan func())
-		go func() {
-			runtime.LockOSThread() // never unlocked
-			for f := range spawner.reqs {
-				f()
-			}
-		}()
-	})
-	errc := make(chan error, 1)
-	spawner.reqs <- func() { errc <- cmd.Start() }
-	return <-errc
 }

@@ -5,12 +5,6 @@ import (
 	"syscall"
 )
 
-// sysProcAttr kills the server with the test binary and keeps it out of the
-// terminal's process group.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-}
-
 // lockFile takes an exclusive lock on path, waiting for it.
 func lockFile(path string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
