@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	fenceddb "github.com/fencekit/fencekit/adapters/dynamodb"
 	"github.com/fencekit/fencekit/fence"
@@ -286,4 +288,56 @@ func TestAdminNeedsScan(t *testing.T) {
 	counts, err := b.Waiters(ctx, []string{"x"})
 	require.NoError(t, err)
 	require.Equal(t, []int64{0}, counts)
+}
+
+// TestRestoreRunbook: the runbook of docs/operations.md ("After a
+// restore") on the Backend's items. A backup of them is taken (a copy of
+// every item under the prefix), tokens are issued after it, and the copy
+// is written back, as a restore would: the next token is one already
+// issued. Bump by more than the tokens issued since the backup, and every
+// next token is above every earlier one.
+func TestRestoreRunbook(t *testing.T) {
+	srv := server(t)
+	ctx := testkit.Context(t)
+	prefix := testkit.Namespace(t) + "/"
+	api := srv.Client()
+	c := lock.New(newBackend(t, srv, &fenceddb.BackendOptions{Prefix: prefix}), nil)
+	const ttl = time.Minute
+	take := func(c *lock.Client) fence.Token {
+		t.Helper()
+		l, err := c.Acquire(ctx, "job", ttl)
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
+		return l.Token()
+	}
+	take(c)
+	backup, err := api.Scan(ctx, &awsddb.ScanInput{
+		TableName:                 aws.String(testTable),
+		FilterExpression:          aws.String("begins_with(#k, :p)"),
+		ExpressionAttributeNames:  map[string]string{"#k": fenceddb.KeyAttribute},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: prefix}},
+		ConsistentRead:            aws.Bool(true),
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, len(backup.Items))
+	var highest fence.Token
+	for range 5 {
+		highest = take(c)
+	}
+
+	// The restore; the processes start anew (a new Backend).
+	for _, it := range backup.Items {
+		_, err := api.PutItem(ctx, &awsddb.PutItemInput{TableName: aws.String(testTable), Item: it})
+		require.NoError(t, err)
+	}
+	b := newBackend(t, srv, &fenceddb.BackendOptions{Prefix: prefix})
+	c = lock.New(b, nil)
+	require.True(t, take(c) <= highest, "without a bump a restored counter reissues a token")
+
+	// The runbook: bump by more than the tokens issued since the backup.
+	r, err := b.Bump(ctx, 100)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), r.Raised)
+	require.True(t, r.MaxCounter > highest, "counter %d, highest token issued %d", r.MaxCounter, highest)
+	require.True(t, take(c) > highest)
 }
