@@ -1,14 +1,16 @@
 // Command fencectl is the operator's tool for fencekit's locks and fenced
 // stores on every backend with a lock server: Redis, PostgreSQL,
-// MySQL/MariaDB, etcd and NATS JetStream KV, in one binary (a module of its
-// own, so that the library's module never holds etcd's or NATS's client):
+// MySQL/MariaDB, DynamoDB, etcd and NATS JetStream KV, in one binary (a
+// module of its own, so that the library's module never holds the AWS
+// SDK, etcd's or NATS's client):
 //
 //	go -C cmd/fencectl install .
 //
 // It lets an operator see who holds a lock or the permits of a semaphore or
 // read-write lock, list the held locks and permits, read a key's fence,
 // break a stuck lock or permit safely, and raise every token after
-// restoring a SQL database or a NATS lease bucket from a backup.
+// restoring a SQL database, a NATS lease bucket or a DynamoDB table from a
+// backup.
 //
 // Usage:
 //
@@ -25,15 +27,18 @@
 // that names its server, with a variable as its default: --redis-url
 // (FENCEKIT_REDIS_URL), --postgres-url (FENCEKIT_POSTGRES_URL),
 // --mysql-url (FENCEKIT_MYSQL_URL, a go-sql-driver/mysql DSN,
-// user:password@tcp(host:port)/database), --etcd-endpoints
+// user:password@tcp(host:port)/database), --dynamodb-url
+// (FENCEKIT_DYNAMODB_URL, the endpoint URL, such as
+// https://dynamodb.eu-west-1.amazonaws.com), --etcd-endpoints
 // (FENCEKIT_ETCD_ENDPOINTS, comma-separated client URLs) and --nats-url
 // (FENCEKIT_NATS_URL, comma-separated server URLs). The backend is the one
 // whose flag the command line gives, else the one whose variable is set;
 // when several are, --backend chooses: redis, postgres (adapters/postgres,
 // pgx), mysql (adapters/sqldb), postgres-sqldb (PostgreSQL through
 // database/sql and adapters/sqldb; the tables are the same as postgres's),
-// etcd or nats. --help lists the flags grouped by backend; a backend's own
-// flags are refused with another backend, where they would be ignored.
+// dynamodb, etcd or nats. --help lists the flags grouped by backend; a
+// backend's own flags are refused with another backend, where they would
+// be ignored.
 //
 // Where the locks and the fenced store are: Redis and etcd keys under
 // --prefix (locks) and --store-prefix (fenced store), each with its
@@ -44,7 +49,12 @@
 // --nats-bucket (FENCEKIT_NATS_BUCKET, the leases) and --nats-store-bucket
 // (FENCEKIT_NATS_STORE_BUCKET, the fenced store; fence and release --fence
 // refuse without it, as fencectl cannot guess it), under --prefix and
-// --store-prefix. Output is text, or JSON with --json.
+// --store-prefix; DynamoDB items in the table --dynamodb-table
+// (FENCEKIT_DYNAMODB_TABLE, needed; the fenced store's is
+// --dynamodb-store-table, the same table when not given) under --prefix
+// (default "fencekit-lock/") and --store-prefix (default "", a Store's own),
+// signed for --dynamodb-region (default us-east-1) with the AWS SDK's
+// default credentials. Output is text, or JSON with --json.
 //
 // release --force evicts a live holder safely: it first raises the fence of
 // every key named by --fence to one above the holder's token, so that the
@@ -69,15 +79,17 @@
 // floor row included (PostgreSQL and MySQL alike): run it after restoring
 // the database, before the applications start again (see
 // docs/operations.md). On NATS it purges the lease bucket and raises its
-// stream sequence by N. On Redis and etcd it refuses and says why.
+// stream sequence by N. On DynamoDB it raises the token counter of every
+// lock and permit name under --prefix by N. On Redis and etcd it refuses
+// and says why.
 //
 // watch redraws a table of the held locks (token, TTL, metadata, and the
 // waiters in line) every --interval with plain ANSI (cursor
 // home, erase screen), until q or Ctrl-C, or --count refreshes; --timeout
 // then bounds each refresh. With --json it prints one line per refresh.
 //
-// The command's code is package internal/fencectl; the etcd and NATS
-// backends are the packages fencectlbackend of their adapters' modules,
+// The command's code is package internal/fencectl; the DynamoDB, etcd and
+// NATS backends are the packages fencectlbackend of their adapters' modules,
 // imported here for their init.
 //
 // Exit codes:
@@ -96,6 +108,7 @@ package main
 import (
 	"os"
 
+	_ "github.com/fencekit/fencekit/adapters/dynamodb/fencectlbackend"
 	_ "github.com/fencekit/fencekit/adapters/etcd/fencectlbackend"
 	_ "github.com/fencekit/fencekit/adapters/nats/fencectlbackend"
 	"github.com/fencekit/fencekit/internal/fencectl"

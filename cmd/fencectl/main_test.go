@@ -21,9 +21,22 @@ import (
 	"github.com/fencekit/fencekit/lock"
 )
 
-// ctl runs this binary's fencectl (fencectl.Main with the etcd and NATS
-// backends that main imports registered) with args and env, and returns its
-// exit code, stdout and stderr.
+func TestMain(m *testing.M) {
+	// The DynamoDB backend signs with the AWS SDK's default credential
+	// chain, which, finding no key, would ask the EC2 instance metadata
+	// service (an address off this machine): TestEveryBackend's DynamoDB
+	// case is given a key, and the lookup is off.
+	if os.Getenv("AWS_ACCESS_KEY_ID") == "" {
+		os.Setenv("AWS_ACCESS_KEY_ID", "fencekit")
+		os.Setenv("AWS_SECRET_ACCESS_KEY", "fencekit-secret")
+	}
+	os.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	os.Exit(m.Run())
+}
+
+// ctl runs this binary's fencectl (fencectl.Main with the DynamoDB, etcd
+// and NATS backends that main imports registered) with args and env, and
+// returns its exit code, stdout and stderr.
 func ctl(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
@@ -33,9 +46,11 @@ func ctl(t *testing.T, env map[string]string, args ...string) (int, string, stri
 }
 
 // TestHelpListsEveryBackend: --help lists every backend's flags, each
-// under the heading of its backend, NATS's buckets included, and --prefix
-// and --store-prefix under each backend they apply to, their help naming
-// them all rather than Redis alone (Hardening IV, 6 and 7).
+// under the heading of its backend, NATS's buckets and DynamoDB's tables
+// included, and --prefix and --store-prefix under each backend they apply
+// to, their help naming them all rather than Redis alone, each with its
+// default (DynamoDB's differ: a Backend has a prefix, a Store none)
+// (Hardening IV, 6 and 7).
 func TestHelpListsEveryBackend(t *testing.T) {
 	code, out, help := ctl(t, nil, "--help")
 	require.Equal(t, 0, code)
@@ -49,6 +64,7 @@ func TestHelpListsEveryBackend(t *testing.T) {
 		{"Redis (--backend redis) flags:", []string{"--redis-url", "--redis-cluster", "--prefix", "--store-prefix"}},
 		{"PostgreSQL (--backend postgres, or postgres-sqldb through database/sql) flags:", []string{"--postgres-url", "--lease-table", "--store-table"}},
 		{"MySQL/MariaDB (--backend mysql) flags:", []string{"--mysql-url", "--lease-table", "--store-table"}},
+		{"DynamoDB (--backend dynamodb) flags:", []string{"--dynamodb-url", "--dynamodb-table", "--dynamodb-store-table", "--dynamodb-region", "--prefix", "--store-prefix"}},
 		{"etcd (--backend etcd) flags:", []string{"--etcd-endpoints", "--prefix", "--store-prefix"}},
 		{"NATS JetStream KV (--backend nats) flags:", []string{"--nats-url", "--nats-bucket", "--nats-store-bucket", "--prefix", "--store-prefix"}},
 	}
@@ -69,12 +85,13 @@ func TestHelpListsEveryBackend(t *testing.T) {
 			require.True(t, regexp.MustCompile(`(?m)^  `+regexp.QuoteMeta(f)+`( |$)`).MatchString(section), "%s lists no %s:\n%s", w.heading, f, section)
 		}
 	}
-	require.Contains(t, help, `key prefix of the locks (BackendOptions.Prefix): Redis (default "fencekit"), etcd (default "fencekit/"), NATS JetStream KV (default "fencekit")`)
-	require.Contains(t, help, `key prefix of the fenced store (StoreOptions.Prefix): Redis (default "fencekit"), etcd (default "fencekit/"), NATS JetStream KV (default "fencekit")`)
-	require.Contains(t, help, "redis, postgres, mysql, postgres-sqldb (PostgreSQL through database/sql and adapters/sqldb), etcd or nats; needed only when several servers are named")
+	require.Contains(t, help, `key prefix of the locks (BackendOptions.Prefix): Redis (default "fencekit"), DynamoDB (default "fencekit-lock/"), etcd (default "fencekit/"), NATS JetStream KV (default "fencekit")`)
+	require.Contains(t, help, `key prefix of the fenced store (StoreOptions.Prefix): Redis (default "fencekit"), DynamoDB (default ""), etcd (default "fencekit/"), NATS JetStream KV (default "fencekit")`)
+	require.Contains(t, help, "redis, postgres, mysql, postgres-sqldb (PostgreSQL through database/sql and adapters/sqldb), dynamodb, etcd or nats; needed only when several servers are named")
 	require.False(t, strings.Contains(help, "Redis only") || strings.Contains(help, "Redis: key prefix"), help)
 	for _, v := range []string{"$FENCEKIT_REDIS_URL", "$FENCEKIT_POSTGRES_URL", "$FENCEKIT_MYSQL_URL", "$FENCEKIT_ETCD_ENDPOINTS",
-		"$FENCEKIT_NATS_URL", "$FENCEKIT_NATS_BUCKET", "$FENCEKIT_NATS_STORE_BUCKET"} {
+		"$FENCEKIT_NATS_URL", "$FENCEKIT_NATS_BUCKET", "$FENCEKIT_NATS_STORE_BUCKET",
+		"$FENCEKIT_DYNAMODB_URL", "$FENCEKIT_DYNAMODB_TABLE", "$FENCEKIT_DYNAMODB_STORE_TABLE", "$FENCEKIT_DYNAMODB_REGION"} {
 		require.Contains(t, help, v)
 	}
 }
@@ -94,6 +111,7 @@ func TestEveryBackend(t *testing.T) {
 		{"--redis-url", "FENCEKIT_REDIS_URL", "redis://127.0.0.1:1/0", "cannot reach Redis at 127.0.0.1:1", nil},
 		{"--postgres-url", "FENCEKIT_POSTGRES_URL", "postgres://postgres@127.0.0.1:1/test", "cannot reach PostgreSQL at 127.0.0.1:1", nil},
 		{"--mysql-url", "FENCEKIT_MYSQL_URL", "root@tcp(127.0.0.1:1)/test", "cannot reach MySQL at 127.0.0.1:1", nil},
+		{"--dynamodb-url", "FENCEKIT_DYNAMODB_URL", "http://127.0.0.1:1", "cannot reach DynamoDB at http://127.0.0.1:1", []string{"--dynamodb-table", "locks"}},
 		{"--etcd-endpoints", "FENCEKIT_ETCD_ENDPOINTS", "http://127.0.0.1:1", "cannot reach etcd at http://127.0.0.1:1", nil},
 		{"--nats-url", "FENCEKIT_NATS_URL", "nats://127.0.0.1:1", "cannot reach NATS at nats://127.0.0.1:1", []string{"--nats-bucket", "locks"}},
 	}
@@ -116,16 +134,19 @@ func TestEveryBackend(t *testing.T) {
 	}
 	code, _, errOut := ctl(t, all, "inspect", "x")
 	require.Equal(t, 2, code)
-	require.Contains(t, errOut, "servers of redis and postgres and mysql and etcd and nats are named: choose one with --backend")
+	require.Contains(t, errOut, "servers of redis and postgres and mysql and dynamodb and etcd and nats are named: choose one with --backend")
 	code, _, errOut = ctl(t, all, "--backend", "nats", "--nats-bucket", "locks", "--timeout", "2s", "inspect", "x")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "cannot reach NATS at nats://127.0.0.1:1")
+	code, _, errOut = ctl(t, all, "--backend", "dynamodb", "--dynamodb-table", "locks", "--timeout", "2s", "inspect", "x")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "cannot reach DynamoDB at http://127.0.0.1:1")
 	code, _, errOut = ctl(t, nil, "inspect", "x")
 	require.Equal(t, 2, code)
-	require.Contains(t, errOut, "no server: set --redis-url, --postgres-url, --mysql-url, --etcd-endpoints or --nats-url")
+	require.Contains(t, errOut, "no server: set --redis-url, --postgres-url, --mysql-url, --dynamodb-url, --etcd-endpoints or --nats-url")
 	code, _, errOut = ctl(t, nil, "--backend", "cassandra", "--redis-url", "redis://a", "inspect", "x")
 	require.Equal(t, 2, code)
-	require.Contains(t, errOut, `unknown backend "cassandra" (have: redis, postgres, mysql, postgres-sqldb, etcd, nats)`)
+	require.Contains(t, errOut, `unknown backend "cassandra" (have: redis, postgres, mysql, postgres-sqldb, dynamodb, etcd, nats)`)
 }
 
 // installCommand is how the docs tell an operator to install fencectl,
@@ -190,12 +211,13 @@ func TestBinaryOnRedis(t *testing.T) {
 	require.ErrorIs(t, writer.Put(ctx, "report", []byte("late")), fence.ErrStale)
 }
 
-// TestDocsNameOneFencectl: the README and the docs give the install command
-// that TestBinaryOnRedis runs, and name no other fencectl binary (the
-// etcd and NATS modules had one each).
+// TestDocsNameOneFencectl: the README and the docs (the adapters' with a
+// fencectl backend among them) give the install command that
+// TestBinaryOnRedis runs, and name no other fencectl binary (the etcd and
+// NATS modules had one each).
 func TestDocsNameOneFencectl(t *testing.T) {
 	root := filepath.Join("..", "..")
-	for _, doc := range []string{"README.md", "docs/operations.md", "docs/nats.md", "docs/etcd.md"} {
+	for _, doc := range []string{"README.md", "docs/operations.md", "docs/nats.md", "docs/etcd.md", "docs/dynamodb.md"} {
 		b, err := os.ReadFile(filepath.Join(root, doc))
 		require.NoError(t, err)
 		text := string(b)

@@ -115,7 +115,7 @@ commands:
                                    then delete the lease (--no-fence: no keys); on a
                                    semaphore or read-write lock, release one permit: the
                                    one of --owner OWNER, needed when several hold
-  bump --by N                      after a restore (SQL, NATS): raise every token by N
+  bump --by N                      after a restore (SQL, NATS, DynamoDB): raise every token by N
   watch [PREFIX] [--interval D] [--count N]
                                    a live table of the held locks and permits (kind, token,
                                    TTL, metadata, waiters in line), redrawn every D;
@@ -158,8 +158,8 @@ func parse(args []string, stderr io.Writer, getenv func(string) string) (*config
 		}
 	}
 	fs.BoolVar(&c.redisCluster, "redis-cluster", false, "the Redis URL names a Cluster: redis://host:port?addr=host2:port2&addr=...")
-	fs.StringVar(&c.prefix, "prefix", "fencekit", "key prefix of the locks (BackendOptions.Prefix): "+prefixKinds())
-	fs.StringVar(&c.storePrefix, "store-prefix", "fencekit", "key prefix of the fenced store (StoreOptions.Prefix): "+prefixKinds())
+	fs.StringVar(&c.prefix, "prefix", "fencekit", "key prefix of the locks (BackendOptions.Prefix): "+prefixKinds(false))
+	fs.StringVar(&c.storePrefix, "store-prefix", "fencekit", "key prefix of the fenced store (StoreOptions.Prefix): "+prefixKinds(true))
 	fs.StringVar(&c.leaseTable, "lease-table", "fencekit_leases", "lease table, table or schema.table (MySQL: database.table)")
 	fs.StringVar(&c.storeTable, "store-table", "fencekit_store", "store table, table or schema.table (MySQL: database.table)")
 	fs.BoolVar(&c.json, "json", false, "print JSON instead of text")

@@ -1,10 +1,10 @@
 // Package fencectl is the code of the fencectl command: parsing, the
 // commands, and the backends of the core module (Redis, PostgreSQL,
 // MySQL). The one fencectl binary, cmd/fencectl (a module of its own),
-// runs it with the etcd and NATS backends added with Register by packages
-// of their adapters' modules (adapters/etcd/fencectlbackend,
-// adapters/nats/fencectlbackend), so that the core module's graph never
-// holds those clients.
+// runs it with the DynamoDB, etcd and NATS backends added with Register by
+// packages of their adapters' modules (adapters/dynamodb/fencectlbackend,
+// adapters/etcd/fencectlbackend, adapters/nats/fencectlbackend), so that
+// the core module's graph never holds those clients.
 package fencectl
 
 import (
@@ -53,6 +53,10 @@ type Kind struct {
 	// adapter's default), for --help.
 	Prefixes      bool
 	DefaultPrefix string
+	// DefaultStorePrefix, when not nil, is --store-prefix's default, for
+	// --help, where it differs from DefaultPrefix (DynamoDB: a Store has
+	// no prefix unless given one, a Backend has one).
+	DefaultStorePrefix *string
 	// Open connects to the server and returns the target.
 	Open func(ctx context.Context, o Options) (*Target, error)
 }

@@ -60,14 +60,19 @@ func printUsage(w io.Writer, fs *flag.FlagSet, groups []flagGroup) {
 	}
 }
 
-// prefixKinds lists, for the help of --prefix and --store-prefix, the
-// backends those flags apply to, each with its default.
-func prefixKinds() string {
+// prefixKinds lists, for the help of --prefix (or, with store, of
+// --store-prefix), the backends that flag applies to, each with its
+// default.
+func prefixKinds(store bool) string {
 	var b strings.Builder
 	b.WriteString(`Redis (default "fencekit")`)
 	for _, k := range kinds {
 		if k.Prefixes {
-			fmt.Fprintf(&b, ", %s (default %q)", k.Title, k.DefaultPrefix)
+			def := k.DefaultPrefix
+			if store && k.DefaultStorePrefix != nil {
+				def = *k.DefaultStorePrefix
+			}
+			fmt.Fprintf(&b, ", %s (default %q)", k.Title, def)
 		}
 	}
 	return b.String()

@@ -17,7 +17,7 @@ const clearScreen = "\x1b[H\x1b[2J"
 
 // watchRow is one held lock, or one permit, as watch prints it; Waiters
 // is there only on a backend that reports its queue (every one shipped:
-// Redis, the SQL backends, etcd, NATS), and always for a permit.
+// Redis, the SQL backends, DynamoDB, etcd, NATS), and always for a permit.
 type watchRow struct {
 	lockView
 	Waiters *int64 `json:"waiters,omitempty"`

@@ -1,6 +1,7 @@
 // Package fencectltest checks fencectl against a real backend, for the
 // tests of every backend of the one fencectl binary (internal/fencectl's
-// own, and adapters/etcd/fencectlbackend and adapters/nats/fencectlbackend).
+// own, and adapters/dynamodb/fencectlbackend, adapters/etcd/fencectlbackend
+// and adapters/nats/fencectlbackend).
 package fencectltest
 
 import (
