@@ -311,22 +311,34 @@ func TestRestoreRunbook(t *testing.T) {
 		return l.Token()
 	}
 	take(c)
-	backup, err := api.Scan(ctx, &awsddb.ScanInput{
-		TableName:                 aws.String(testTable),
-		FilterExpression:          aws.String("begins_with(#k, :p)"),
-		ExpressionAttributeNames:  map[string]string{"#k": fenceddb.KeyAttribute},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: prefix}},
-		ConsistentRead:            aws.Bool(true),
-	})
-	require.NoError(t, err)
-	require.Equal(t, 1, len(backup.Items))
+	// A Scan reads at most 1 MB per page, before the filter: the shared
+	// table holds other tests' items, so every page is read.
+	var backup []map[string]types.AttributeValue
+	var start map[string]types.AttributeValue
+	for {
+		page, err := api.Scan(ctx, &awsddb.ScanInput{
+			TableName:                 aws.String(testTable),
+			ExclusiveStartKey:         start,
+			FilterExpression:          aws.String("begins_with(#k, :p)"),
+			ExpressionAttributeNames:  map[string]string{"#k": fenceddb.KeyAttribute},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: prefix}},
+			ConsistentRead:            aws.Bool(true),
+		})
+		require.NoError(t, err)
+		backup = append(backup, page.Items...)
+		if page.LastEvaluatedKey == nil {
+			break
+		}
+		start = page.LastEvaluatedKey
+	}
+	require.Equal(t, 1, len(backup))
 	var highest fence.Token
 	for range 5 {
 		highest = take(c)
 	}
 
 	// The restore; the processes start anew (a new Backend).
-	for _, it := range backup.Items {
+	for _, it := range backup {
 		_, err := api.PutItem(ctx, &awsddb.PutItemInput{TableName: aws.String(testTable), Item: it})
 		require.NoError(t, err)
 	}
