@@ -60,7 +60,7 @@ func classify(op string, err error) error {
 	}
 	var rnf *types.ResourceNotFoundException
 	if errors.As(err, &rnf) {
-		return fmt.Errorf("fencekit/dynamodb: %s: %w: %v", op, ErrNoTable, err)
+		return fmt.Errorf("fencekit/dynamodb: %s: %w: %w", op, ErrNoTable, err)
 	}
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
@@ -68,7 +68,7 @@ func classify(op string, err error) error {
 			return driver.Transient(fmt.Errorf("fencekit/dynamodb: %s: %w", op, err))
 		}
 		if ae.ErrorCode() == "ValidationException" {
-			return fmt.Errorf("fencekit/dynamodb: %s: %w: %v", op, fence.ErrInvalid, err)
+			return fmt.Errorf("fencekit/dynamodb: %s: %w: %w", op, fence.ErrInvalid, err)
 		}
 	}
 	var re *awshttp.ResponseError
