@@ -33,8 +33,8 @@ func TestFastClockNeverTakesALiveLease(t *testing.T) {
 	fenceddb.SetClock(contender, offset(10*time.Second))
 	store := storeWithPrefix(t, srv, prefix+"store/")
 
-	// Renewals every 300 ms leave a loaded machine 1.7 s of margin.
-	const ttl = 2 * time.Second
+	// Renewals every 300 ms leave a loaded machine 2.7 s of margin.
+	const ttl = 3 * time.Second
 	name := "job"
 	req := func(owner string) driver.Request {
 		return driver.Request{Name: name, Owner: owner, TTL: ttl, Kind: driver.Exclusive}
@@ -48,10 +48,10 @@ func TestFastClockNeverTakesALiveLease(t *testing.T) {
 	}
 	claim := driver.Claim{Name: name, Owner: "holder", Kind: driver.Exclusive}
 
-	// The holder renews every 300 ms for 3 s; the contender tries every
+	// The holder renews every 300 ms for 2.5 s; the contender tries every
 	// 20 ms meanwhile.
 	var lastSent time.Time
-	renewEnd := time.Now().Add(3 * time.Second)
+	renewEnd := time.Now().Add(2500 * time.Millisecond)
 	nextRenew := time.Now()
 	tries := 0
 	for time.Now().Before(renewEnd) {
