@@ -18,7 +18,6 @@ import (
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
-	"github.com/fencekit/fencekit/lock/driver"
 )
 
 func TestMain(m *testing.M) {
@@ -294,47 +293,12 @@ func TestDynamoDBPermits(t *testing.T) {
 func TestDynamoDBWatchWaiters(t *testing.T) {
 	srv, env := server(t)
 	prefix := testkit.Namespace(t) + "/"
-	ctx := testkit.Context(t)
 	backend, err := fenceddb.NewBackend(srv.Client(), table, &fenceddb.BackendOptions{Prefix: prefix})
 	require.NoError(t, err)
 	args := func(a ...string) []string {
 		return append([]string{"--dynamodb-table", table, "--prefix", prefix}, a...)
 	}
-	const ttl, place = 30 * time.Second, 30 * time.Second
-	inLine := func(name string) error {
-		_, err := backend.Acquire(ctx, driver.Request{Name: name, Owner: testkit.Owner(t), TTL: ttl, Kind: driver.Exclusive, Place: place})
-		return err
-	}
-	require.NoError(t, inLine("q/a"))
-	require.NoError(t, inLine("q/b"))
-	require.ErrorIs(t, inLine("q/a"), lock.ErrHeld)
-
-	code, out, _ := ctl(t, env, args("--json", "watch", "q/", "--count", "1")...)
-	require.Equal(t, 0, code)
-	var v struct {
-		Locks []struct {
-			Name    string
-			Waiters *int64
-		}
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &v))
-	require.Equal(t, 2, len(v.Locks), out)
-	require.Equal(t, "q/a", v.Locks[0].Name)
-	require.NotNil(t, v.Locks[0].Waiters)
-	require.Equal(t, int64(1), *v.Locks[0].Waiters)
-	require.NotNil(t, v.Locks[1].Waiters)
-	require.Equal(t, int64(0), *v.Locks[1].Waiters)
-
-	code, out, _ = ctl(t, env, args("watch", "q/", "--count", "1")...)
-	require.Equal(t, 0, code)
-	require.Contains(t, out, "WAITERS")
-	var rowA string
-	for _, line := range strings.Split(out, "\n") {
-		if strings.HasPrefix(line, "q/a") {
-			rowA = line
-		}
-	}
-	require.True(t, strings.HasSuffix(strings.TrimSpace(rowA), " 1"), rowA)
+	fencectltest.WatchWaiters(t, backend, func(a ...string) (int, string, string) { return ctl(t, env, args(a...)...) })
 }
 
 // TestDynamoDBUsage: the DynamoDB backend is chosen by its flag or

@@ -13,10 +13,10 @@ import (
 	"github.com/fencekit/fencekit/adapters/etcd/internal/etcdtest"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/fencectl"
+	"github.com/fencekit/fencekit/internal/fencectl/fencectltest"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
-	"github.com/fencekit/fencekit/lock/driver"
 )
 
 func TestMain(m *testing.M) {
@@ -164,13 +164,6 @@ func TestEtcdUsage(t *testing.T) {
 	require.Contains(t, errOut, "choose one with --backend")
 }
 
-// enqueue asks b for the lock name for owner, keeping owner's place in line
-// for place when it is held.
-func enqueue(ctx context.Context, b driver.Backend, name, owner string, ttl, place time.Duration) (fence.Token, error) {
-	g, err := b.Acquire(ctx, driver.Request{Name: name, Owner: owner, TTL: ttl, Kind: driver.Exclusive, Place: place})
-	return g.Token, err
-}
-
 // TestEtcdWatchWaiters: on etcd, which queues waiters, watch counts the
 // waiter standing in line for a held lock, in --json and in the WAITERS
 // column, and counts 0 for a lock nobody waits for.
@@ -183,41 +176,5 @@ func TestEtcdWatchWaiters(t *testing.T) {
 	backend := fenceetcd.NewBackend(cl, &fenceetcd.BackendOptions{Prefix: prefix})
 	env := map[string]string{"FENCEKIT_ETCD_ENDPOINTS": strings.Join(eps, ",")}
 	args := func(a ...string) []string { return append([]string{"--prefix", prefix}, a...) }
-	ctx := testkit.Context(t)
-	const ttl, place = 20 * time.Second, 20 * time.Second
-
-	_, err = enqueue(ctx, backend, "q/a", testkit.Owner(t), ttl, place)
-	require.NoError(t, err)
-	_, err = enqueue(ctx, backend, "q/b", testkit.Owner(t), ttl, place)
-	require.NoError(t, err)
-	// The place stays in line for its place TTL after the refusal.
-	_, err = enqueue(ctx, backend, "q/a", testkit.Owner(t), ttl, place)
-	require.ErrorIs(t, err, lock.ErrHeld)
-
-	code, out, _ := ctl(t, env, args("--json", "watch", "q/", "--count", "1")...)
-	require.Equal(t, 0, code)
-	var v struct {
-		Locks []struct {
-			Name    string
-			Waiters *int64
-		}
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &v))
-	require.Equal(t, 2, len(v.Locks), out)
-	require.Equal(t, "q/a", v.Locks[0].Name)
-	require.NotNil(t, v.Locks[0].Waiters)
-	require.Equal(t, int64(1), *v.Locks[0].Waiters)
-	require.NotNil(t, v.Locks[1].Waiters)
-	require.Equal(t, int64(0), *v.Locks[1].Waiters)
-
-	code, out, _ = ctl(t, env, args("watch", "q/", "--count", "1")...)
-	require.Equal(t, 0, code)
-	require.Contains(t, out, "WAITERS")
-	var rowA string
-	for _, line := range strings.Split(out, "\n") {
-		if strings.HasPrefix(line, "q/a") {
-			rowA = line
-		}
-	}
-	require.True(t, strings.HasSuffix(strings.TrimSpace(rowA), " 1"), rowA)
+	fencectltest.WatchWaiters(t, backend, func(a ...string) (int, string, string) { return ctl(t, env, args(a...)...) })
 }

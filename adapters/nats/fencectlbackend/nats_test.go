@@ -14,6 +14,7 @@ import (
 	"github.com/fencekit/fencekit/adapters/nats/internal/natstest"
 	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/fencectl"
+	"github.com/fencekit/fencekit/internal/fencectl/fencectltest"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
@@ -257,43 +258,7 @@ func TestNatsWatchWaiters(t *testing.T) {
 	args := func(a ...string) []string {
 		return append([]string{"--nats-bucket", bucket, "--prefix", prefix}, a...)
 	}
-	const ttl, place = 20 * time.Second, 20 * time.Second
-	inLine := func(name string) error {
-		_, err := backend.Acquire(ctx, driver.Request{Name: name, Owner: testkit.Owner(t), TTL: ttl, Kind: driver.Exclusive, Place: place})
-		return err
-	}
-
-	require.NoError(t, inLine("q/a"))
-	require.NoError(t, inLine("q/b"))
-	// The place stays in line for its place TTL after the refusal.
-	require.ErrorIs(t, inLine("q/a"), lock.ErrHeld)
-
-	code, out, _ := ctl(t, env, args("--json", "watch", "q/", "--count", "1")...)
-	require.Equal(t, 0, code)
-	var v struct {
-		Locks []struct {
-			Name    string
-			Waiters *int64
-		}
-	}
-	require.NoError(t, json.Unmarshal([]byte(out), &v))
-	require.Equal(t, 2, len(v.Locks), out)
-	require.Equal(t, "q/a", v.Locks[0].Name)
-	require.NotNil(t, v.Locks[0].Waiters)
-	require.Equal(t, int64(1), *v.Locks[0].Waiters)
-	require.NotNil(t, v.Locks[1].Waiters)
-	require.Equal(t, int64(0), *v.Locks[1].Waiters)
-
-	code, out, _ = ctl(t, env, args("watch", "q/", "--count", "1")...)
-	require.Equal(t, 0, code)
-	require.Contains(t, out, "WAITERS")
-	var rowA string
-	for _, line := range strings.Split(out, "\n") {
-		if strings.HasPrefix(line, "q/a") {
-			rowA = line
-		}
-	}
-	require.True(t, strings.HasSuffix(strings.TrimSpace(rowA), " 1"), rowA)
+	fencectltest.WatchWaiters(t, backend, func(a ...string) (int, string, string) { return ctl(t, env, args(a...)...) })
 }
 
 // TestNatsStoreInOwnBucket (Hardening IV, 6): the fenced store lives in a
