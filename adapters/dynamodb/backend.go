@@ -108,13 +108,10 @@ func (b *Backend) key(name string, kind driver.Kind) string {
 // again whenever somebody wrote in between.
 func (b *Backend) update(ctx context.Context, op, key string, f func(st *state, it item, a ages, ver int64) change) (change, error) {
 	for attempt := 0; ; attempt++ {
-		it, err := b.read(ctx, op, key)
+		it, st, a, err := b.current(ctx, op, key)
 		if err != nil {
 			return change{}, err
 		}
-		a := b.watch.note(key, &it.st, it.at)
-		st := it.st
-		st.dropExpired(a)
 		c := f(&st, it, a, it.rev+1)
 		if !c.write {
 			return c, nil
@@ -204,15 +201,12 @@ func (b *Backend) Await(ctx context.Context, c driver.Claim, max time.Duration) 
 	key := b.key(c.Name, c.Kind)
 	for {
 		bell := b.bell(key)
-		it, err := b.read(ctx, "await "+quote(c.Name), key)
+		_, st, _, err := b.current(ctx, "await "+quote(c.Name), key)
 		if err != nil {
 			// Await may return early: the Client's next Acquire reports
 			// a failure that lasts.
 			return ctx.Err()
 		}
-		a := b.watch.note(key, &it.st, it.at)
-		st := it.st
-		st.dropExpired(a)
 		if st.letsIn(c.Owner) {
 			return nil
 		}
@@ -236,15 +230,32 @@ func (b *Backend) Await(ctx context.Context, c driver.Claim, max time.Duration) 
 // as this Backend sees it: entries it has not watched for their TTL are
 // live, with their remaining TTL counted from when it first saw them.
 func (b *Backend) Inspect(ctx context.Context, name string, kind driver.Kind) (driver.Info, error) {
-	key := b.key(name, kind)
-	it, err := b.read(ctx, "inspect "+quote(name), key)
+	_, st, a, err := b.current(ctx, "inspect "+quote(name), b.key(name, kind))
 	if err != nil {
 		return driver.Info{}, err
 	}
-	a := b.watch.note(key, &it.st, it.at)
+	return st.info(name, kind, a), nil
+}
+
+// current reads the item key, notes what it holds in the watch, and
+// returns it with its state less the entries that have run out, and the
+// ages of its entries.
+func (b *Backend) current(ctx context.Context, op, key string) (item, state, ages, error) {
+	it, err := b.read(ctx, op, key)
+	if err != nil {
+		return item{}, state{}, nil, err
+	}
+	st, a := b.seen(it)
+	return it, st, a, nil
+}
+
+// seen notes the read it in the watch and returns its state less the
+// entries that have run out, and the ages of its entries.
+func (b *Backend) seen(it item) (state, ages) {
+	a := b.watch.note(it.key, &it.st, it.at)
 	st := it.st
 	st.dropExpired(a)
-	return st.info(name, kind, a), nil
+	return st, a
 }
 
 // bell returns the channel that the next write of key through this

@@ -35,9 +35,7 @@ func (b *Backend) List(ctx context.Context, prefix string) ([]lock.Info, error) 
 		if err != nil {
 			return err
 		}
-		a := b.watch.note(it.key, &it.st, it.at)
-		st := it.st
-		st.dropExpired(a)
+		st, a := b.seen(it)
 		if len(st.Holders) == 0 {
 			return nil // free: the item keeps the name's counter
 		}
@@ -71,9 +69,7 @@ func (b *Backend) PermitNames(ctx context.Context, prefix string) ([]string, err
 		if err != nil {
 			return err
 		}
-		a := b.watch.note(it.key, &it.st, it.at)
-		st := it.st
-		st.dropExpired(a)
+		st, _ := b.seen(it)
 		if !st.idle() {
 			names = append(names, strings.TrimPrefix(it.key, under))
 		}
@@ -94,14 +90,10 @@ func (b *Backend) PermitNames(ctx context.Context, prefix string) ([]string, err
 func (b *Backend) Waiters(ctx context.Context, names []string) ([]int64, error) {
 	counts := make([]int64, len(names))
 	for i, name := range names {
-		key := b.key(name, driver.Exclusive)
-		it, err := b.read(ctx, "waiters "+quote(name), key)
+		_, st, _, err := b.current(ctx, "waiters "+quote(name), b.key(name, driver.Exclusive))
 		if err != nil {
 			return nil, err
 		}
-		a := b.watch.note(key, &it.st, it.at)
-		st := it.st
-		st.dropExpired(a)
 		counts[i] = int64(len(st.Line))
 	}
 	return counts, nil

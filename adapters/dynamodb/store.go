@@ -164,10 +164,7 @@ func (s *Store) Advance(ctx context.Context, key string, token fence.Token) erro
 }
 
 // outcome turns a write's error into the Store's: a failed condition is a
-// *fence.StaleError carrying the fence the write met, read from the item
-// the server returned with the failure or, from a server that returns
-// none, by a strongly consistent read (then the fence read, which is at
-// least the one met).
+// *fence.StaleError carrying the fence the write met (stale).
 func (s *Store) outcome(ctx context.Context, op, key string, token fence.Token, err error) error {
 	if err == nil {
 		return nil
@@ -176,13 +173,27 @@ func (s *Store) outcome(ctx context.Context, op, key string, token fence.Token, 
 	if !ok {
 		return classify(op+" "+strconv.Quote(key), err)
 	}
+	return s.stale(ctx, key, token, item)
+}
+
+// stale is the *fence.StaleError of a write refused by the fencing rule:
+// with the fence from the item the server returned with the refusal, or,
+// from a server that returns none, from a strongly consistent read of the
+// fence alone (then the fence read, which is at least the one met).
+func (s *Store) stale(ctx context.Context, key string, token fence.Token, item map[string]types.AttributeValue) error {
 	met, found := fenceOf(item)
 	if !found {
-		rec, gerr := s.get(ctx, key)
-		if gerr != nil {
-			return gerr
+		out, err := s.api.GetItem(ctx, &awsddb.GetItemInput{
+			TableName:                aws.String(s.table),
+			Key:                      map[string]types.AttributeValue{KeyAttribute: s.keyAttr(key)},
+			ConsistentRead:           aws.Bool(true),
+			ProjectionExpression:     aws.String("#f"),
+			ExpressionAttributeNames: map[string]string{"#f": fenceAttr},
+		})
+		if err != nil {
+			return classify("read the fence of "+strconv.Quote(key), err)
 		}
-		met = rec.Fence
+		met, _ = fenceOf(out.Item)
 	}
 	return fence.Stale(key, token, met)
 }

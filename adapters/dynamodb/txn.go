@@ -61,15 +61,7 @@ func (s *Store) WriteFenced(ctx context.Context, api TransactAPI, key string, to
 	}
 	var tc *types.TransactionCanceledException
 	if errors.As(err, &tc) && len(tc.CancellationReasons) > 0 && aws.ToString(tc.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
-		met, found := fenceOf(tc.CancellationReasons[0].Item)
-		if !found {
-			rec, gerr := s.get(ctx, key)
-			if gerr != nil {
-				return gerr
-			}
-			met = rec.Fence
-		}
-		return fence.Stale(key, token, met)
+		return s.stale(ctx, key, token, tc.CancellationReasons[0].Item)
 	}
 	return classify("write fenced "+strconv.Quote(key), err)
 }
