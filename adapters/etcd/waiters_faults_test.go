@@ -155,8 +155,11 @@ func startQueuedWaiter(t *testing.T, ctx context.Context, b driver.Backend, name
 		}
 		from := time.Now()
 		w.served.Store(&from)
+		// The span ends when Release starts: the next waiter may be
+		// served as soon as the release lands, before its reply is back.
+		to := time.Now()
 		_ = l.Release(context.WithoutCancel(ctx))
-		h.add(span{who: who, token: l.Token(), from: from, to: time.Now()})
+		h.add(span{who: who, token: l.Token(), from: from, to: to})
 	}()
 	select {
 	case <-w.queued:
