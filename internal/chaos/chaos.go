@@ -134,6 +134,26 @@ type Config struct {
 	StallLimit time.Duration
 	// Prefix starts every lock name and key; default a random one.
 	Prefix string
+
+	// PlaceTTL is the Client's place TTL (lock.QueueOptions.PlaceTTL): how
+	// long the place of a waiter killed in line holds up the ones behind
+	// it. 0 leaves the Client's default.
+	PlaceTTL time.Duration
+	// CancelChance is the probability that a cycle's caller gives up its
+	// wait after 0.1 to 1 TTL (its context ends, and the Client leaves
+	// the line); 0 for none.
+	CancelChance float64
+	// KillChance is the probability that a cycle's waiter is killed in
+	// line after 0.1 to 1 TTL: from then on its Client's backend refuses
+	// every call, as a dead process's connection would, so its place (or
+	// a lease granted as it died) is left to expire. 0 for none.
+	KillChance float64
+
+	// phase, when set, is the fault schedule of a contention run that this
+	// run is part of: the faults stop when it says, the contention run
+	// itself hits the network, and the run's waits are checked against
+	// its service bound once the faults have cleared.
+	phase *faultPhase
 }
 
 func (c *Config) setDefaults() error {
@@ -227,7 +247,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r := newRunner(cfg)
 	opts := cfg.clientOptions()
-	r.client = lock.New(recordingBackend{Backend: cfg.Backend, r: r}, &opts)
+	r.backend = recordingBackend{Backend: cfg.Backend, r: r}
+	r.client = lock.New(r.backend, &opts)
 	d, err := r.drive(ctx, func(ctx context.Context, w *worker) { w.loop(ctx) })
 	if err != nil {
 		return nil, err
@@ -235,6 +256,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := r.check(d.hist, d.final)
 	rep.Elapsed = d.elapsed
 	rep.progress(d.held, d.end, cfg.StallLimit)
+	rep.Service = d.service
 	return rep, nil
 }
 
@@ -254,7 +276,7 @@ func (cfg Config) clientOptions() lock.Options {
 	return lock.Options{
 		MinBackoff: time.Millisecond,
 		MaxBackoff: max(cfg.TTL/4, 2*time.Millisecond),
-		Queue:      lock.QueueOptions{Polling: cfg.Polling},
+		Queue:      lock.QueueOptions{Polling: cfg.Polling, PlaceTTL: cfg.PlaceTTL},
 	}
 }
 
@@ -265,6 +287,7 @@ type driven struct {
 	held    [][]int64 // per worker, when each of its acquisitions was handed to it
 	end     int64     // r.now() when the run's time was up: workers start no cycle after it
 	elapsed time.Duration
+	service *Service // the waits after the faults cleared, in a contention run
 }
 
 // drive runs loop in each of cfg.Workers workers until cfg.Duration has
@@ -276,7 +299,7 @@ func (r *runner) drive(ctx context.Context, loop func(ctx context.Context, w *wo
 	defer cancel()
 	r.stop = cancel
 	var bg sync.WaitGroup
-	if cfg.Network != nil {
+	if cfg.Network != nil && cfg.phase == nil {
 		background = append(background, r.injectFaults)
 	}
 	for _, f := range background {
@@ -286,7 +309,7 @@ func (r *runner) drive(ctx context.Context, loop func(ctx context.Context, w *wo
 	workers := make([]*worker, cfg.Workers)
 	var wg sync.WaitGroup
 	for i := range workers {
-		w := &worker{r: r, id: i, rng: mrand.New(mrand.NewPCG(cfg.Seed, uint64(i)))}
+		w := &worker{r: r, id: i, rng: mrand.New(mrand.NewPCG(cfg.Seed, uint64(i))), waitFrom: -1}
 		workers[i] = w
 		wg.Add(1)
 		go func() { defer wg.Done(); loop(runCtx, w) }()
@@ -312,6 +335,9 @@ func (r *runner) drive(ctx context.Context, loop func(ctx context.Context, w *wo
 		d.hist = append(d.hist, w.ops...)
 		d.held[i] = w.held
 	}
+	if cfg.phase != nil {
+		d.service = r.service(workers, d.end)
+	}
 	r.mu.Lock()
 	d.hist = append(d.hist, r.releases...)
 	r.mu.Unlock()
@@ -328,6 +354,7 @@ func (r *runner) drive(ctx context.Context, loop func(ctx context.Context, w *wo
 type runner struct {
 	cfg       Config
 	client    *lock.Client
+	backend   driver.Backend // the recording backend client wraps, for the Clients of killed waiters
 	start     time.Time
 	lockIndex map[string]int // lock name -> key index
 	stop      func()         // ends the run early (drive sets it before the workers start)
@@ -343,10 +370,16 @@ type runner struct {
 	delays          int
 	cuts            int
 	drops           int
+	cancels         int
+	kills           int
 	nextID          int64
 }
 
 func (r *runner) now() int64 { return int64(time.Since(r.start)) }
+
+// faulting reports whether faults may still hit the run: always, but in a
+// contention run only until its faults end.
+func (r *runner) faulting() bool { return r.cfg.phase == nil || r.cfg.phase.faulting() }
 
 func (r *runner) newID() int64 {
 	r.mu.Lock()
@@ -498,6 +531,9 @@ type worker struct {
 	mu   sync.Mutex // record may be called from the backend's goroutines
 	ops  []Op
 	held []int64 // when each of its leases (or sets) was handed to it, for the progress check
+
+	waits    []wait // in a contention run: each wait for a lease, for the service check
+	waitFrom int64  // when the current wait began: the first attempt since the last grant, or -1
 }
 
 func (w *worker) loop(ctx context.Context) {
@@ -523,10 +559,18 @@ func (w *worker) cycle(ctx context.Context, k int) {
 	cfg := &w.r.cfg
 	// The backend records each attempt that returns a token (see
 	// recordingBackend), with that attempt's own window.
-	lease, err := w.r.client.Acquire(context.WithValue(ctx, attemptKey{}, w), cfg.lockName(k), cfg.TTL)
+	client, actx, granted, done := w.waitFault(ctx)
+	defer done()
+	w.startWait()
+	lease, err := client.Acquire(context.WithValue(actx, attemptKey{}, w), cfg.lockName(k), cfg.TTL)
 	if err != nil {
-		w.r.failed(ctx, err)
+		w.endWait(false)
+		w.r.failed(actx, err)
 		return
+	}
+	w.endWait(true)
+	if !granted() {
+		return // killed as the grant came: the lease is left to expire
 	}
 	w.acquired()
 	w.r.enter(k)
@@ -638,7 +682,7 @@ func (w *worker) writeOp(o Op, do func(context.Context) error) Outcome {
 // maybePause freezes the worker at step `at` for 1.2 to 2.5 TTLs, so that its
 // lease expires under it.
 func (w *worker) maybePause(at, step int) {
-	if at != step {
+	if at != step || !w.r.faulting() {
 		return
 	}
 	w.r.count(&w.r.pauses)

@@ -103,13 +103,15 @@ func RunPermits(ctx context.Context, pc PermitConfig) (*PermitReport, error) {
 	r := newRunner(pc.Config)
 	p := &permitRun{r: r, pc: pc, pending: map[string]int64{}, inside: map[string]*holding{}}
 	opts := pc.clientOptions()
-	r.client = lock.New(permitRecording{Backend: pc.Backend, p: p}, &opts)
+	r.backend = permitRecording{Backend: pc.Backend, p: p}
+	r.client = lock.New(r.backend, &opts)
 	d, err := r.drive(ctx, p.loop, p.sample)
 	if err != nil {
 		return nil, err
 	}
 	rep := p.check(d.hist, d.final)
 	rep.Elapsed = d.elapsed
+	rep.Service = d.service
 	return rep, nil
 }
 
@@ -207,9 +209,16 @@ func (p *permitRun) cycle(ctx context.Context, w *worker, k int, kind driver.Kin
 	if pc.Shape == ShapeRW {
 		name = pc.names()[k]
 	}
+	client, actx, granted, done := w.waitFault(ctx)
+	defer done()
+	w.startWait()
 	ran := false
 	fn := func(_ context.Context, l *lock.Lease) error {
 		ran = true
+		w.endWait(true)
+		if !granted() {
+			return nil // killed as the grant came: the permit is left to expire
+		}
 		r.count(&r.acquisitions)
 		span := liveSpan{Name: name, Kind: kind, Worker: w.id, Token: int64(l.Token()), Start: r.now()}
 		span.check(r, l)
@@ -231,14 +240,15 @@ func (p *permitRun) cycle(ctx context.Context, w *worker, k int, kind driver.Kin
 	opt := lock.WithKeepAlive(false)
 	switch kind {
 	case driver.Semaphore:
-		err = r.client.Semaphore(name, pc.Permits).Do(ctx, pc.TTL, fn, opt)
+		err = client.Semaphore(name, pc.Permits).Do(actx, pc.TTL, fn, opt)
 	case driver.Read:
-		err = r.client.RWLock(name).DoRead(ctx, pc.TTL, fn, opt)
+		err = client.RWLock(name).DoRead(actx, pc.TTL, fn, opt)
 	default:
-		err = r.client.RWLock(name).DoWrite(ctx, pc.TTL, fn, opt)
+		err = client.RWLock(name).DoWrite(actx, pc.TTL, fn, opt)
 	}
 	if err != nil && !ran {
-		r.failed(ctx, err)
+		w.endWait(false)
+		r.failed(actx, err)
 	}
 }
 

@@ -28,6 +28,8 @@ type Report struct {
 	Delays          int // network delays injected
 	Cuts            int // connection cuts injected
 	Drops           int // replies dropped after the server executed the request
+	Cancels         int // waits the caller gave up (Config.CancelChance)
+	Kills           int // waiters killed in line (Config.KillChance)
 	Acquisitions    int // leases acquired (lock.Client.Acquire calls that returned one); with Sets, sets acquired (DoMulti calls that ran their function)
 	AcquireFailures int // Acquire calls that gave up (not counting the end of the run)
 	Overlaps        int // a worker acquired a lock while another still believed it held it
@@ -56,6 +58,10 @@ type Report struct {
 
 	Register Verdict // the fenced-register model, per key
 	Tokens   Verdict // token monotonicity, per lock
+
+	// Service is, in a contention run, how long the workers waited once
+	// the faults had cleared; nil otherwise.
+	Service *Service
 
 	// Examples of violations, for the message.
 	Examples []string
@@ -86,6 +92,9 @@ func (r *Report) Violations() []string {
 		v = append(v, fmt.Sprintf("%d acquisitions while another owner's lease on the name was live", r.DoubleHolders))
 	}
 	v = append(v, r.progressViolations()...)
+	if r.Service != nil {
+		v = append(v, r.Service.violations()...)
+	}
 	if r.Register.Result != porcupine.Ok {
 		v = append(v, "fenced-register check: "+r.Register.String())
 	}
@@ -185,7 +194,7 @@ func (r *runner) check(hist []Op, final []Op) *Report {
 	rep := &Report{
 		Name: cfg.Name, Workers: cfg.Workers, Keys: cfg.Keys, TTL: cfg.TTL, Duration: cfg.Duration,
 		Seed: cfg.Seed, Unfenced: cfg.Unfenced, Sets: cfg.Sets, Transfer: cfg.Transfer, LeasesLost: cfg.LeasesLost,
-		Pauses: r.pauses, Delays: r.delays, Cuts: r.cuts, Drops: r.drops,
+		Pauses: r.pauses, Delays: r.delays, Cuts: r.cuts, Drops: r.drops, Cancels: r.cancels, Kills: r.kills,
 		Acquisitions: r.acquisitions, AcquireFailures: r.acquireFailures, Overlaps: r.overlaps,
 	}
 	r.mu.Unlock()

@@ -1,0 +1,111 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Environment variables that TestContentionUnderFaults reads in every
+// backend package.
+const (
+	// ContentionSeedEnv replays one seed instead of the fixed seed and a
+	// random one.
+	ContentionSeedEnv = "FENCEKIT_CONTENTION_SEED"
+	// ContentionFaultsEnv sets how long the faults go on (a Go duration,
+	// such as 60s); the short run CI makes is the default.
+	ContentionFaultsEnv = "FENCEKIT_CONTENTION_FAULTS"
+)
+
+// ContentionFixedSeed is the seed every short run replays besides a random
+// one.
+const ContentionFixedSeed = 20261207
+
+// shortFaults is how long the faults of CI's short run go on, each seed.
+const shortFaults = 5 * time.Second
+
+// RunContentionTest is the body of every backend package's
+// TestContentionUnderFaults: a contention run (RunContention) with the fixed
+// seed and with a random one, each a subtest named by its seed, or only the
+// seed ContentionSeedEnv names. setup returns the backend's configuration:
+// its Backend and Store, and the Network and Restart it can fault. A run
+// fails on any violation, and when it did not exercise every fault it was
+// given; it prints its seed and how to replay it.
+func RunContentionTest(t *testing.T, setup func(t *testing.T) ContentionConfig) {
+	seeds := []uint64{ContentionFixedSeed, mrand.Uint64N(1<<53) + 1}
+	if s := os.Getenv(ContentionSeedEnv); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || n == 0 {
+			t.Fatalf("%s=%q: want a seed above 0", ContentionSeedEnv, s)
+		}
+		seeds = []uint64{n}
+	}
+	faults := shortFaults
+	if s := os.Getenv(ContentionFaultsEnv); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			t.Fatalf("%s=%q: want a duration above 0", ContentionFaultsEnv, s)
+		}
+		faults = d
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			cfg := setup(t)
+			cfg.Seed = seed
+			if cfg.Faults == 0 {
+				cfg.Faults = faults
+			}
+			t.Logf("seed %d; replay with %s=%d go test -run '%s'", seed, ContentionSeedEnv, seed, t.Name())
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			rep, err := RunContention(ctx, cfg)
+			if err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+			var b strings.Builder
+			rep.Print(&b)
+			t.Log(b.String())
+			for _, v := range rep.Violations() {
+				t.Errorf("seed %d: %s", seed, v)
+			}
+			for _, miss := range rep.unexercised(cfg) {
+				t.Errorf("seed %d: the run exercised no %s", seed, miss)
+			}
+		})
+	}
+}
+
+// unexercised names the faults the run was given but never made.
+func (r *ContentionReport) unexercised(cfg ContentionConfig) []string {
+	var miss []string
+	pauses, cancels, kills := 0, 0, 0
+	for _, rep := range []*Report{r.Lock, r.Semaphore.Report, r.RW.Report} {
+		pauses += rep.Pauses
+		cancels += rep.Cancels
+		kills += rep.Kills
+	}
+	if cfg.PauseChance >= 0 && pauses == 0 {
+		miss = append(miss, "pause")
+	}
+	if cfg.CancelChance >= 0 && cancels == 0 {
+		miss = append(miss, "cancelled wait")
+	}
+	if cfg.KillChance >= 0 && kills == 0 {
+		miss = append(miss, "waiter killed in line")
+	}
+	if cfg.Network != nil && r.Delays+r.Cuts+r.Drops == 0 {
+		miss = append(miss, "network fault")
+	}
+	if cfg.Restart != nil && r.Restarts == 0 {
+		miss = append(miss, "restart")
+	}
+	if r.Lock.StaleRefused+r.Semaphore.StaleRefused+r.RW.StaleRefused == 0 {
+		miss = append(miss, "stale write refused")
+	}
+	return miss
+}
