@@ -17,3 +17,11 @@ func TestContentionUnderFaults(t *testing.T) {
 		return chaos.ContentionConfig{Backend: memory.NewBackend(), Store: memory.NewStore(), Name: "memory"}
 	})
 }
+
+// TestSoak is the soak (bench/soak): the contention run for as long as
+// FENCEKIT_SOAK says, with nothing allowed to grow; it skips without it.
+func TestSoak(t *testing.T) {
+	chaos.RunSoakTest(t, func(t *testing.T) chaos.ContentionConfig {
+		return chaos.ContentionConfig{Backend: memory.NewBackend(), Store: memory.NewStore(), Name: "memory"}
+	})
+}

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	mrand "math/rand/v2"
+	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -72,6 +75,12 @@ type ContentionConfig struct {
 	PauseChance  float64
 	CancelChance float64
 	KillChance   float64
+
+	// Probe, when set, reports what the backend holds in this process
+	// and on the server (open connections, server-side keys or rows),
+	// for the samples a soak compares; goroutines and heap are sampled
+	// without it.
+	Probe func(ctx context.Context) (map[string]int64, error)
 }
 
 func (c *ContentionConfig) setDefaults() error {
@@ -167,6 +176,36 @@ type ContentionReport struct {
 	LeftWaiting, LeftHolding int
 	Left                     string
 	Elapsed                  time.Duration
+	// Samples are the process's and the backend's figures before the run,
+	// after its warm-up (a tenth of the faults, at most a minute) and once
+	// it has ended and every place and lease is gone.
+	Samples []Sample
+}
+
+// Sample is what the process and the backend hold at one moment of a run:
+// "goroutines" and "heap_bytes" (after a collection), and what the
+// configuration's Probe reports.
+type Sample struct {
+	At      string
+	Figures map[string]int64
+}
+
+// sample takes a Sample labelled at.
+func (c *ContentionConfig) sample(ctx context.Context, at string) (Sample, error) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	s := Sample{At: at, Figures: map[string]int64{"goroutines": int64(runtime.NumGoroutine()), "heap_bytes": int64(ms.HeapAlloc)}}
+	if c.Probe != nil {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		figs, err := c.Probe(pctx)
+		if err != nil {
+			return s, fmt.Errorf("chaos: probe %s: %w", at, err)
+		}
+		maps.Copy(s.Figures, figs)
+	}
+	return s, nil
 }
 
 // Violations lists what went wrong, in words, each prefixed by its shape.
@@ -200,6 +239,14 @@ func (r *ContentionReport) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "workers: %d pauses past the TTL, %d waits given up, %d waiters killed in line\n", pauses, cancels, kills)
 	fmt.Fprintf(w, "left after the run: %d places, %d leases\n", r.LeftWaiting, r.LeftHolding)
+	for _, s := range r.Samples {
+		keys := slices.Sorted(maps.Keys(s.Figures))
+		fmt.Fprintf(w, "sample %-6s", s.At)
+		for _, k := range keys {
+			fmt.Fprintf(w, " %s=%d", k, s.Figures[k])
+		}
+		fmt.Fprintln(w)
+	}
 	for _, part := range []struct {
 		name string
 		rep  interface{ Print(io.Writer) }
@@ -246,7 +293,22 @@ func RunContention(ctx context.Context, cfg ContentionConfig) (*ContentionReport
 	rwCfg.Workers, rwCfg.Keys, rwCfg.Prefix, rwCfg.Seed = cfg.RWWorkers, 1, prefix+"rw:", cfg.Seed+2
 
 	rep := &ContentionReport{Name: cfg.Name, Seed: cfg.Seed, Bound: phase.bound}
+	before, err := cfg.sample(ctx, "before")
+	if err != nil {
+		return nil, err
+	}
+	rep.Samples = append(rep.Samples, before)
 	var wg sync.WaitGroup
+	var warmErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if sleep(ctx, min(cfg.Faults/10, time.Minute)) {
+			var warm Sample
+			warm, warmErr = cfg.sample(ctx, "warm")
+			rep.Samples = append(rep.Samples, warm)
+		}
+	}()
 	wg.Add(1)
 	go func() { defer wg.Done(); injectContentionFaults(ctx, &cfg, phase, rep) }()
 	var lockErr, semErr, rwErr error
@@ -255,7 +317,7 @@ func RunContention(ctx context.Context, cfg ContentionConfig) (*ContentionReport
 	go func() { defer wg.Done(); rep.Semaphore, semErr = RunPermits(ctx, semCfg) }()
 	go func() { defer wg.Done(); rep.RW, rwErr = RunPermits(ctx, rwCfg) }()
 	wg.Wait()
-	if err := errors.Join(lockErr, semErr, rwErr); err != nil {
+	if err := errors.Join(lockErr, semErr, rwErr, warmErr); err != nil {
 		return nil, err
 	}
 	names := []struct {
@@ -288,6 +350,11 @@ func RunContention(ctx context.Context, cfg ContentionConfig) (*ContentionReport
 		}
 	}
 	rep.Elapsed = time.Since(start)
+	after, err := cfg.sample(ctx, "after")
+	if err != nil {
+		return nil, err
+	}
+	rep.Samples = append(rep.Samples, after)
 	return rep, nil
 }
 

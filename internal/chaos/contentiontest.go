@@ -3,8 +3,10 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
 	mrand "math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -108,4 +110,93 @@ func (r *ContentionReport) unexercised(cfg ContentionConfig) []string {
 		miss = append(miss, "stale write refused")
 	}
 	return miss
+}
+
+// SoakEnv turns TestSoak on in every backend package: how long the soak
+// runs (a Go duration, such as 10m). bench/soak sets it.
+const SoakEnv = "FENCEKIT_SOAK"
+
+// Growth allowed between samples before a soak calls it a leak: clients
+// start a few goroutines on first use, and the heap of a loaded process
+// moves by a few MiB.
+const (
+	soakGoroutineSlack = 20
+	soakHeapSlack      = 32 << 20
+)
+
+// RunSoakTest is the body of every backend package's TestSoak: one
+// contention run (RunContention) whose faults go on for the duration
+// SoakEnv names, with its Probe's samples. Without SoakEnv it skips: a
+// soak is long, and CI runs the short contention run instead. Beyond the
+// contention checks it fails when anything grew: goroutines or heap from
+// before the run to after it (past a small slack), or any figure of the
+// Probe (connections, server-side keys or rows) from the warm-up to after
+// the run.
+func RunSoakTest(t *testing.T, setup func(t *testing.T) ContentionConfig) {
+	s := os.Getenv(SoakEnv)
+	if s == "" {
+		t.Skipf("a soak runs only when %s names its duration (bench/soak sets it)", SoakEnv)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		t.Fatalf("%s=%q: want a duration above 0", SoakEnv, s)
+	}
+	cfg := setup(t)
+	cfg.Faults = d
+	if s := os.Getenv(ContentionSeedEnv); s != "" {
+		if cfg.Seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("%s=%q: want a seed above 0", ContentionSeedEnv, s)
+		}
+	}
+	if err := cfg.setDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Faults = max(d-cfg.Quiet, d/2)
+	t.Logf("soak of %s for %v: seed %d; replay with %s=%s %s=%d go test -run '%s'", cfg.Name, d, cfg.Seed, SoakEnv, s, ContentionSeedEnv, cfg.Seed, t.Name())
+	rep, err := RunContention(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	rep.Print(&b)
+	t.Log(b.String())
+	for _, v := range rep.Violations() {
+		t.Errorf("seed %d: %s", cfg.Seed, v)
+	}
+	for _, g := range rep.Growth() {
+		t.Errorf("seed %d: %s", cfg.Seed, g)
+	}
+}
+
+// Growth lists what grew over the run, in words: goroutines or heap from
+// before the run to after it past a small slack, or a Probe figure from
+// the warm-up to after the run.
+func (r *ContentionReport) Growth() []string {
+	at := map[string]map[string]int64{}
+	for _, s := range r.Samples {
+		at[s.At] = s.Figures
+	}
+	before, warm, after := at["before"], at["warm"], at["after"]
+	if before == nil || after == nil {
+		return []string{"the run took no samples before and after it"}
+	}
+	var g []string
+	if after["goroutines"] > before["goroutines"]+soakGoroutineSlack {
+		g = append(g, fmt.Sprintf("goroutines grew from %d before the run to %d after it", before["goroutines"], after["goroutines"]))
+	}
+	if after["heap_bytes"] > before["heap_bytes"]+soakHeapSlack {
+		g = append(g, fmt.Sprintf("heap grew from %d bytes before the run to %d after it", before["heap_bytes"], after["heap_bytes"]))
+	}
+	if warm == nil {
+		return g
+	}
+	for _, k := range slices.Sorted(maps.Keys(after)) {
+		if k == "goroutines" || k == "heap_bytes" {
+			continue
+		}
+		if w, ok := warm[k]; ok && after[k] > w {
+			g = append(g, fmt.Sprintf("%s grew from %d after the warm-up to %d after the run", k, w, after[k]))
+		}
+	}
+	return g
 }
