@@ -52,7 +52,9 @@ func TestContentionCatchesPlacesThatNeverExpire(t *testing.T) {
 	if rep.LeftWaiting == 0 || !slices.ContainsFunc(v, func(s string) bool { return strings.Contains(s, "places and") }) {
 		t.Errorf("places left in line not reported; violations %q\n%s", v, b.String())
 	}
-	if !slices.ContainsFunc(v, func(s string) bool { return strings.Contains(s, "longer than the bound") || strings.Contains(s, "served nothing") }) {
+	if !slices.ContainsFunc(v, func(s string) bool {
+		return strings.Contains(s, "longer than the bound") || strings.Contains(s, "served nothing")
+	}) {
 		t.Errorf("waits past the bound not reported; violations %q\n%s", v, b.String())
 	}
 }
