@@ -62,7 +62,7 @@ type ContentionConfig struct {
 	// Restart, when set, restarts or fails over the server (with waiters
 	// in line, as there always are here) and returns once it serves
 	// again; it is called once at a random time in every RestartEvery
-	// (default half of Faults). ServerForgets says that a restart loses the live leases
+	// (default half of Faults, at most 10s). ServerForgets says that a restart loses the live leases
 	// and permits (a server without persistence, an asynchronous
 	// failover): two live holders are then a figure, not a violation.
 	Restart       func(ctx context.Context) error
@@ -71,7 +71,9 @@ type ContentionConfig struct {
 
 	// PauseChance, CancelChance and KillChance are each cycle's chances of
 	// a pause past the TTL, a wait given up and a waiter killed in line;
-	// defaults 0.1, 0.08 and 0.1, negative for none.
+	// defaults 0.1, 0.15 and 0.15, negative for none (a wait shorter than
+	// the 0.1 to 1 TTL after which it is given up or killed is not cut, so
+	// a fast backend sees a fraction of these).
 	PauseChance  float64
 	CancelChance float64
 	KillChance   float64
@@ -107,7 +109,7 @@ func (c *ContentionConfig) setDefaults() error {
 	defDur(&c.CycleCost, 100*time.Millisecond)
 	defDur(&c.FaultEvery, 500*time.Millisecond)
 	defDur(&c.MaxDelay, 2*c.TTL)
-	defDur(&c.RestartEvery, c.Faults/2)
+	defDur(&c.RestartEvery, min(c.Faults/2, 10*time.Second))
 	defDur(&c.Quiet, c.Bound()+3*time.Second)
 	defChance := func(v *float64, d float64) {
 		if *v == 0 {
@@ -115,8 +117,8 @@ func (c *ContentionConfig) setDefaults() error {
 		}
 	}
 	defChance(&c.PauseChance, 0.1)
-	defChance(&c.CancelChance, 0.08)
-	defChance(&c.KillChance, 0.1)
+	defChance(&c.CancelChance, 0.15)
+	defChance(&c.KillChance, 0.15)
 	if c.Seed == 0 {
 		c.Seed = mrand.Uint64()
 	}
@@ -348,6 +350,10 @@ func RunContention(ctx context.Context, cfg ContentionConfig) (*ContentionReport
 		if rep.LeftWaiting+rep.LeftHolding == 0 || !time.Now().Before(deadline) || !sleep(ctx, 50*time.Millisecond) {
 			break
 		}
+	}
+	// The shapes share the network: each report shows its faults.
+	for _, r := range []*Report{rep.Lock, rep.Semaphore.Report, rep.RW.Report} {
+		r.Delays, r.Cuts, r.Drops = rep.Delays, rep.Cuts, rep.Drops
 	}
 	rep.Elapsed = time.Since(start)
 	after, err := cfg.sample(ctx, "after")
