@@ -65,6 +65,7 @@ func TestContentionUnderFaults(t *testing.T) {
 					return nil
 				},
 				ServerForgets: true,
+				CancelChance:  cancelChance,
 			}
 		})
 	})
@@ -79,10 +80,21 @@ func TestContentionUnderFaults(t *testing.T) {
 				Network:       proxyNetworks{chaos.ProxyNetwork(f.proxies[0]), chaos.ProxyNetwork(f.proxies[1]), chaos.ProxyNetwork(storeProxy)},
 				Restart:       f.failover,
 				ServerForgets: true,
+				CancelChance:  cancelChance,
 			}
 		})
 	})
 }
+
+// cancelChance is each cycle's chance that its caller gives up the wait,
+// twice the default 0.08. A wait counts as given up only if it is still
+// going when its caller's timer fires (0.1 to 1 TTL in), and on Redis under
+// the race detector the short run has fewer cycles than on memory, and
+// waits that a restart or a failover cuts short end before the timer: at
+// the default the runs gave up 0 to 8 waits, about 4 on average (12 runs),
+// and the harness fails a run that gave up none ("exercised no cancelled
+// wait"). Twice as many makes that vanishingly rare; no check changes.
+const cancelChance = 0.16
 
 // defaultClient is a go-redis client with the default options, for addr,
 // dialling through dial when it is not nil; closed when t ends.
