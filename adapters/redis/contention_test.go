@@ -46,55 +46,86 @@ import (
 // than the store's durability). The issue is the lock server going away
 // with waiters queued.
 func TestContentionUnderFaults(t *testing.T) {
-	t.Run("single", func(t *testing.T) {
-		chaos.RunContentionTest(t, func(t *testing.T) chaos.ContentionConfig {
-			srv := testkit.NewRedisServer(t)
-			proxy := testkit.NewProxy(t, srv.Addr())
-			store, storeProxy := contentionStore(t)
-			return chaos.ContentionConfig{
-				Backend: fenceredis.NewBackend(defaultClient(t, proxy.Addr(), nil), nil),
-				Store:   store,
-				Name:    "redis",
-				Network: proxyNetworks{chaos.ProxyNetwork(proxy), chaos.ProxyNetwork(storeProxy)},
-				// A crash: SIGKILL, then the server starts again, empty,
-				// and Start returns once it answers PING. (Start fails the
-				// test itself if the server cannot be started.)
-				Restart: func(context.Context) error {
-					srv.Kill()
-					srv.Start()
-					return nil
-				},
-				ServerForgets: true,
-				CancelChance:  cancelChance,
-			}
-		})
-	})
-	t.Run("failover", func(t *testing.T) {
-		chaos.RunContentionTest(t, func(t *testing.T) chaos.ContentionConfig {
-			f := newManualFailover(t)
-			store, storeProxy := contentionStore(t)
-			return chaos.ContentionConfig{
-				Backend:       fenceredis.NewBackend(defaultClient(t, f.proxies[0].Addr(), f.dial), nil),
-				Store:         store,
-				Name:          "redis failover",
-				Network:       proxyNetworks{chaos.ProxyNetwork(f.proxies[0]), chaos.ProxyNetwork(f.proxies[1]), chaos.ProxyNetwork(storeProxy)},
-				Restart:       f.failover,
-				ServerForgets: true,
-				CancelChance:  cancelChance,
-			}
-		})
-	})
+	t.Run("single", func(t *testing.T) { chaos.RunContentionTest(t, contentionSingle) })
+	t.Run("failover", func(t *testing.T) { chaos.RunContentionTest(t, contentionFailover) })
 }
 
-// cancelChance is each cycle's chance that its caller gives up the wait,
-// twice the default 0.08. A wait counts as given up only if it is still
-// going when its caller's timer fires (0.1 to 1 TTL in), and on Redis under
-// the race detector the short run has fewer cycles than on memory, and
-// waits that a restart or a failover cuts short end before the timer: at
-// the default the runs gave up 0 to 8 waits, about 4 on average (12 runs),
-// and the harness fails a run that gave up none ("exercised no cancelled
-// wait"). Twice as many makes that vanishingly rare; no check changes.
-const cancelChance = 0.16
+// TestSoak is the soak (bench/soak) of both setups: the contention run for
+// as long as FENCEKIT_SOAK says, with nothing allowed to grow (keys on the
+// lock and store servers, the clients' connections, goroutines, heap); it
+// skips without it.
+func TestSoak(t *testing.T) {
+	t.Run("single", func(t *testing.T) { chaos.RunSoakTest(t, contentionSingle) })
+	t.Run("failover", func(t *testing.T) { chaos.RunSoakTest(t, contentionFailover) })
+}
+
+// contentionSingle is one throwaway redis-server, killed and started again.
+func contentionSingle(t *testing.T) chaos.ContentionConfig {
+	srv := testkit.NewRedisServer(t)
+	proxy := testkit.NewProxy(t, srv.Addr())
+	store, storeSrv, storeProxy := contentionStore(t)
+	client := defaultClient(t, proxy.Addr(), nil)
+	return chaos.ContentionConfig{
+		Backend: fenceredis.NewBackend(client, nil),
+		Store:   store,
+		Name:    "redis",
+		Network: proxyNetworks{chaos.ProxyNetwork(proxy), chaos.ProxyNetwork(storeProxy)},
+		// A crash: SIGKILL, then the server starts again, empty, and Start
+		// returns once it answers PING. (Start fails the test itself if the
+		// server cannot be started.)
+		Restart: func(context.Context) error {
+			srv.Kill()
+			srv.Start()
+			return nil
+		},
+		ServerForgets: true,
+		Probe:         redisProbe(func() *testkit.RedisServer { return srv }, storeSrv, client),
+	}
+}
+
+// contentionFailover is a primary and a replica, failed over by hand.
+func contentionFailover(t *testing.T) chaos.ContentionConfig {
+	f := newManualFailover(t)
+	store, storeSrv, storeProxy := contentionStore(t)
+	client := defaultClient(t, f.proxies[0].Addr(), f.dial)
+	return chaos.ContentionConfig{
+		Backend:       fenceredis.NewBackend(client, nil),
+		Store:         store,
+		Name:          "redis failover",
+		Network:       proxyNetworks{chaos.ProxyNetwork(f.proxies[0]), chaos.ProxyNetwork(f.proxies[1]), chaos.ProxyNetwork(storeProxy)},
+		Restart:       f.failover,
+		ServerForgets: true,
+		Probe:         redisProbe(func() *testkit.RedisServer { return f.servers[f.primary.Load()] }, storeSrv, client),
+	}
+}
+
+// redisProbe reports the keys on the lock server (the current primary)
+// and on the store's server, and the connections the lock's client keeps
+// open.
+func redisProbe(lockSrv func() *testkit.RedisServer, storeSrv *testkit.RedisServer, client *goredis.Client) func(context.Context) (map[string]int64, error) {
+	dbsize := func(s *testkit.RedisServer) (int64, error) {
+		v, err := s.Do("DBSIZE")
+		if err != nil {
+			return 0, err
+		}
+		return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	}
+	return func(context.Context) (map[string]int64, error) {
+		lockKeys, err := dbsize(lockSrv())
+		if err != nil {
+			return nil, err
+		}
+		storeKeys, err := dbsize(storeSrv)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]int64{
+			"lock_server_keys":  lockKeys,
+			"store_server_keys": storeKeys,
+			"lock_client_conns": int64(client.PoolStats().TotalConns),
+		}, nil
+	}
+}
 
 // defaultClient is a go-redis client with the default options, for addr,
 // dialling through dial when it is not nil; closed when t ends.
@@ -106,10 +137,10 @@ func defaultClient(t *testing.T, addr string, dial faultproxy.DialFunc) *goredis
 
 // contentionStore is a Store on a throwaway server of its own, which no
 // restart or failover touches, reached through a proxy of its own.
-func contentionStore(t *testing.T) (*fenceredis.Store, *faultproxy.Proxy) {
+func contentionStore(t *testing.T) (*fenceredis.Store, *testkit.RedisServer, *faultproxy.Proxy) {
 	srv := testkit.NewRedisServer(t)
 	proxy := testkit.NewProxy(t, srv.Addr())
-	return fenceredis.NewStore(defaultClient(t, proxy.Addr(), nil), nil), proxy
+	return fenceredis.NewStore(defaultClient(t, proxy.Addr(), nil), nil), srv, proxy
 }
 
 // proxyNetworks faults several proxies at once: every server the run's

@@ -83,6 +83,10 @@ type ContentionConfig struct {
 	// for the samples a soak compares; goroutines and heap are sampled
 	// without it.
 	Probe func(ctx context.Context) (map[string]int64, error)
+	// SampleEvery, when above zero, samples the process and the Probe
+	// every so often during the faults, after the first sample at the
+	// warm-up's end; a soak sets it.
+	SampleEvery time.Duration
 }
 
 func (c *ContentionConfig) setDefaults() error {
@@ -178,9 +182,10 @@ type ContentionReport struct {
 	LeftWaiting, LeftHolding int
 	Left                     string
 	Elapsed                  time.Duration
-	// Samples are the process's and the backend's figures before the run,
-	// after its warm-up (a tenth of the faults, at most a minute) and once
-	// it has ended and every place and lease is gone.
+	// Samples are the process's and the backend's figures: "before" the
+	// run; during the faults after the warm-up (a tenth of the faults, at
+	// most a minute) and then every SampleEvery, each labelled by when
+	// ("t=1m0s"); and "after" the run, once every place and lease is gone.
 	Samples []Sample
 }
 
@@ -189,6 +194,7 @@ type ContentionReport struct {
 // configuration's Probe reports.
 type Sample struct {
 	At      string
+	Elapsed time.Duration // from the start of the run
 	Figures map[string]int64
 }
 
@@ -301,25 +307,36 @@ func RunContention(ctx context.Context, cfg ContentionConfig) (*ContentionReport
 	}
 	rep.Samples = append(rep.Samples, before)
 	var wg sync.WaitGroup
-	var warmErr error
+	wg.Add(1)
+	go func() { defer wg.Done(); injectContentionFaults(ctx, &cfg, phase, rep) }()
+	var sampleErr error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if sleep(ctx, min(cfg.Faults/10, time.Minute)) {
-			var warm Sample
-			warm, warmErr = cfg.sample(ctx, "warm")
-			rep.Samples = append(rep.Samples, warm)
+		// During the faults: after the warm-up, then every SampleEvery.
+		every := cfg.SampleEvery
+		next := min(cfg.Faults/10, time.Minute)
+		for sleep(ctx, time.Until(start.Add(next))) && time.Now().Before(phase.end) {
+			s, err := cfg.sample(ctx, "t="+next.Round(time.Millisecond).String())
+			if err != nil {
+				sampleErr = err
+				return
+			}
+			s.Elapsed = time.Since(start)
+			rep.Samples = append(rep.Samples, s)
+			if every <= 0 {
+				return
+			}
+			next += every
 		}
 	}()
-	wg.Add(1)
-	go func() { defer wg.Done(); injectContentionFaults(ctx, &cfg, phase, rep) }()
 	var lockErr, semErr, rwErr error
 	wg.Add(3)
 	go func() { defer wg.Done(); rep.Lock, lockErr = Run(ctx, lockCfg) }()
 	go func() { defer wg.Done(); rep.Semaphore, semErr = RunPermits(ctx, semCfg) }()
 	go func() { defer wg.Done(); rep.RW, rwErr = RunPermits(ctx, rwCfg) }()
 	wg.Wait()
-	if err := errors.Join(lockErr, semErr, rwErr, warmErr); err != nil {
+	if err := errors.Join(lockErr, semErr, rwErr, sampleErr); err != nil {
 		return nil, err
 	}
 	names := []struct {
@@ -360,6 +377,7 @@ func RunContention(ctx context.Context, cfg ContentionConfig) (*ContentionReport
 	if err != nil {
 		return nil, err
 	}
+	after.Elapsed = time.Since(start)
 	rep.Samples = append(rep.Samples, after)
 	return rep, nil
 }

@@ -60,7 +60,8 @@ func TestContentionCatchesPlacesThatNeverExpire(t *testing.T) {
 }
 
 // The samples are taken before the run, after its warm-up and after it,
-// each with the goroutines, the heap and what the Probe reports.
+// each with the goroutines, the heap and what the Probe reports; a Probe
+// figure higher after the run than early in it is growth.
 func TestContentionSamples(t *testing.T) {
 	probes := 0
 	rep, err := RunContention(context.Background(), ContentionConfig{
@@ -77,12 +78,15 @@ func TestContentionSamples(t *testing.T) {
 	}
 	var at []string
 	for i, s := range rep.Samples {
-		at = append(at, s.At)
+		at = append(at, strings.SplitN(s.At, "=", 2)[0])
 		if s.Figures["goroutines"] <= 0 || s.Figures["heap_bytes"] <= 0 || s.Figures["conns"] != int64(i+1) {
 			t.Errorf("sample %s: %v", s.At, s.Figures)
 		}
 	}
-	if !slices.Equal(at, []string{"before", "warm", "after"}) {
-		t.Errorf("samples at %v, want before, warm, after", at)
+	if !slices.Equal(at, []string{"before", "t", "after"}) {
+		t.Errorf("samples at %v, want before, t=..., after", at)
+	}
+	if g := rep.Growth(); len(g) != 1 || !strings.Contains(g[0], "conns grew from at most 2") {
+		t.Errorf("growth %q, want conns grown from 2 to 3", g)
 	}
 }
