@@ -296,6 +296,9 @@ type driven struct {
 func (r *runner) drive(ctx context.Context, loop func(ctx context.Context, w *worker), background ...func(ctx context.Context)) (driven, error) {
 	cfg := r.cfg
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	if cfg.phase != nil {
+		runCtx, cancel = cfg.phase.runFor(ctx)
+	}
 	defer cancel()
 	r.stop = cancel
 	var bg sync.WaitGroup
@@ -583,7 +586,7 @@ func (w *worker) cycle(ctx context.Context, k int) {
 	}()
 
 	pauseAt := -1
-	if cfg.PauseChance > 0 && w.rng.Float64() < cfg.PauseChance {
+	if cfg.PauseChance > 0 && (w.rng.Float64() < cfg.PauseChance || w.owesFault(3, &w.r.pauses)) {
 		pauseAt = w.rng.IntN(3)
 	}
 	token := int64(lease.Token())

@@ -35,9 +35,10 @@ type ContentionConfig struct {
 	// RWWorkers read and write under one read-write lock; default 6.
 	RWWorkers int
 
-	// Faults is how long faults go on; default 10s. Quiet is the
-	// fault-free time after them in which the service bound is checked;
-	// default the bound plus 3s.
+	// Faults is how long faults start; default 10s. Quiet is the
+	// fault-free time, from when the last fault has ended (a restart may
+	// take a while), in which the service bound is checked; default the
+	// bound plus 3s.
 	Faults time.Duration
 	Quiet  time.Duration
 
@@ -90,9 +91,6 @@ type ContentionConfig struct {
 }
 
 func (c *ContentionConfig) setDefaults() error {
-	if c.Backend == nil || c.Store == nil {
-		return fence.Invalid("chaos: ContentionConfig needs a Backend and a Store")
-	}
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d
@@ -114,7 +112,7 @@ func (c *ContentionConfig) setDefaults() error {
 	defDur(&c.FaultEvery, 500*time.Millisecond)
 	defDur(&c.MaxDelay, 2*c.TTL)
 	defDur(&c.RestartEvery, min(c.Faults/2, 10*time.Second))
-	defDur(&c.Quiet, c.Bound()+3*time.Second)
+	defDur(&c.Quiet, c.bound()+3*time.Second)
 	defChance := func(v *float64, d float64) {
 		if *v == 0 {
 			*v = d
@@ -126,6 +124,9 @@ func (c *ContentionConfig) setDefaults() error {
 	if c.Seed == 0 {
 		c.Seed = mrand.Uint64()
 	}
+	if c.Backend == nil || c.Store == nil {
+		return fence.Invalid("chaos: ContentionConfig needs a Backend and a Store")
+	}
 	return nil
 }
 
@@ -134,8 +135,15 @@ func (c *ContentionConfig) setDefaults() error {
 // runs out within a TTL, the place of a waiter killed in line within a
 // place TTL (twice, for a place renewed just before its waiter died), and
 // then each worker ahead in line takes one cycle: its work (up to a tenth
-// of the TTL) and CycleCost. The busiest shape, the lock, sets it.
-func (c *ContentionConfig) Bound() time.Duration {
+// of the TTL) and CycleCost. The busiest shape, the lock, sets it. Fields
+// left at zero count at their defaults.
+func (c ContentionConfig) Bound() time.Duration {
+	_ = c.setDefaults() // a copy: only the defaults matter here
+	return c.bound()
+}
+
+// bound is Bound once the defaults are set.
+func (c *ContentionConfig) bound() time.Duration {
 	return c.TTL + 2*c.PlaceTTL + time.Duration(c.Workers)*(c.TTL/10+c.CycleCost)
 }
 
@@ -144,6 +152,8 @@ func (c *ContentionConfig) Bound() time.Duration {
 type faultPhase struct {
 	end   time.Time
 	bound time.Duration
+	quiet time.Duration
+	done  chan struct{} // closed once the faults have cleared
 
 	mu      sync.Mutex
 	cleared time.Time
@@ -155,6 +165,22 @@ func (p *faultPhase) clear() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cleared = time.Now()
+	close(p.done)
+}
+
+// runFor returns a context that ends Quiet after the faults have cleared
+// (or when ctx does), for the workers of one of the runs.
+func (p *faultPhase) runFor(ctx context.Context) (context.Context, context.CancelFunc) {
+	runCtx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-p.done:
+			sleep(runCtx, p.quiet)
+		case <-runCtx.Done():
+		}
+		cancel()
+	}()
+	return runCtx, cancel
 }
 
 func (p *faultPhase) clearedAt() time.Time {
@@ -283,7 +309,7 @@ func RunContention(ctx context.Context, cfg ContentionConfig) (*ContentionReport
 		return nil, err
 	}
 	start := time.Now()
-	phase := &faultPhase{end: start.Add(cfg.Faults), bound: cfg.Bound()}
+	phase := &faultPhase{end: start.Add(cfg.Faults), bound: cfg.bound(), quiet: cfg.Quiet, done: make(chan struct{})}
 	prefix := fmt.Sprintf("contention:%x:", cfg.Seed^uint64(start.UnixNano()))
 	base := Config{
 		Backend: cfg.Backend, Store: cfg.Store, Name: cfg.Name,

@@ -178,6 +178,12 @@ func (w *worker) waitFault(ctx context.Context) (client *lock.Client, actx conte
 		return r.client, ctx, alive, func() {}
 	}
 	p := w.rng.Float64()
+	switch {
+	case cfg.CancelChance > 0 && w.owesFault(1, &r.cancels):
+		p = 0
+	case cfg.KillChance > 0 && w.owesFault(2, &r.kills):
+		p = max(cfg.CancelChance, 0)
+	}
 	after := time.Duration(float64(cfg.TTL) * (0.1 + 0.9*w.rng.Float64()))
 	switch {
 	case cfg.CancelChance > 0 && p < cfg.CancelChance:
@@ -192,4 +198,20 @@ func (w *worker) waitFault(ctx context.Context) (client *lock.Client, actx conte
 		return lock.New(kb, &opts), actx, t.Stop, func() { t.Stop(); cancel() }
 	}
 	return r.client, ctx, alive, func() {}
+}
+
+// owesFault reports whether the worker numbered id must make a fault whose
+// count is n because the run has made none yet: in a contention run, so
+// that a short run on a slow backend, with few cycles, still has a pause
+// (worker 3), a wait given up (worker 1) and a waiter killed in line
+// (worker 2), whatever its chances drew. The worker keeps trying until
+// one takes effect (a wait ends before it is given up when the worker is
+// first in line).
+func (w *worker) owesFault(id int, n *int) bool {
+	if w.r.cfg.phase == nil || w.id != id || !w.r.faulting() {
+		return false
+	}
+	w.r.mu.Lock()
+	defer w.r.mu.Unlock()
+	return *n == 0
 }
