@@ -64,6 +64,8 @@ type Server struct {
 	Dynalite bool
 
 	region string
+	args   []string // the command line of node, to restart it
+	onDisk bool     // the tables are in a LevelDB store (StartOnDisk)
 	cmd    *exec.Cmd
 	done   chan struct{}
 	log    string
@@ -220,8 +222,9 @@ func install() (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	// --ignore-scripts: dynalite keeps its tables in memory and needs no
-	// native LevelDB build.
+	// --ignore-scripts: no native build. Start keeps the tables in memory;
+	// StartOnDisk's LevelDB (classic-level) loads the prebuilt binary its
+	// package ships for the platform, with no install script.
 	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts")
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -240,7 +243,19 @@ func install() (string, error) {
 // Start installs dynalite if needed and starts one on a free loopback
 // port, in memory, with tables active as soon as they are created. Stop
 // ends it.
-func Start() (*Server, error) {
+func Start() (*Server, error) { return start("") }
+
+// StartOnDisk starts dynalite as Start does, but with its tables in a
+// LevelDB store under dir (dynalite's --path) instead of in memory, so
+// that Restart finds them again.
+func StartOnDisk(dir string) (*Server, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("dynalitetest: StartOnDisk needs a directory")
+	}
+	return start(dir)
+}
+
+func start(dir string) (*Server, error) {
 	cli, err := Install()
 	if err != nil {
 		return nil, err
@@ -266,15 +281,34 @@ func Start() (*Server, error) {
 			Dynalite: true,
 			region:   "us-east-1",
 			log:      logf.Name(),
+			args: []string{cli, "--host", "127.0.0.1", "--port", strconv.Itoa(port),
+				"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"},
 		}
-		cmd := exec.Command(node, cli, "--host", "127.0.0.1", "--port", strconv.Itoa(port),
-			"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
-		if lastErr = s.launch(cmd); lastErr == nil {
+		if dir != "" {
+			s.Name = "dynalite " + Version + " (LevelDB in " + dir + ")"
+			s.args = append(s.args, "--path", dir)
+			s.onDisk = true
+		}
+		if lastErr = s.launch(exec.Command(node, s.args...)); lastErr == nil {
 			return s, nil
 		}
 	}
 	_ = os.Remove(logf.Name())
 	return nil, lastErr
+}
+
+// Restart kills a server StartOnDisk started (SIGKILL, as a crash would)
+// and starts it again on the same port and the same LevelDB store, and
+// returns once it listens again. The store keeps every write the server
+// acknowledged: LevelDB has handed it to the operating system, which keeps
+// it across the death of the process. A server in memory would come back
+// empty, so Restart refuses it.
+func (s *Server) Restart() error {
+	if !s.onDisk {
+		return fmt.Errorf("dynalitetest: %s keeps its data in memory; only a server StartOnDisk started can restart", s.Name)
+	}
+	s.kill()
+	return s.launch(exec.Command(s.cmd.Path, s.args...))
 }
 
 // launch starts cmd, the server process, and waits until its port accepts
