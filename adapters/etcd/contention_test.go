@@ -11,6 +11,7 @@ import (
 	"github.com/fencekit/fencekit/fence/fencetest/faultproxy"
 	"github.com/fencekit/fencekit/internal/chaos"
 	"github.com/fencekit/fencekit/internal/testkit"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestContentionUnderFaults runs the contention run of every backend
@@ -27,55 +28,48 @@ import (
 // seconds and raises to its minimum, 2 s with the test cluster's timing
 // (etcdtest), plus up to half a second for the expiry sweep. Shorter
 // values would be longer on the server than the bound counts them.
-//
-// PauseChance is 0.3, not 0.1: with 2 s leases few cycles start in the 5 s
-// of faults, and at 10% some seeds paused no worker at all (seed
-// 3954050658970541 did not), which the harness rightly fails.
-// CancelChance and KillChance are 0.2, not 0.08 and 0.1, for the same
-// reason: a run must give up a wait and kill a waiter at least once, and at
-// the defaults some seeds did neither (etcd seed 7553547600205866 gave up
-// no wait).
-//
-// Quiet is the default (the bound plus 3 s) plus restartTime: a restart
-// that begins late in the faults is not cut short, and the faults clear
-// only when it has returned (the member's start, then the members' agreeing
-// on a leader), so without the margin the time left to check the bound in
-// could be shorter than the bound.
 func TestContentionUnderFaults(t *testing.T) {
-	chaos.RunContentionTest(t, func(t *testing.T) chaos.ContentionConfig {
-		c := etcdtest.New(t)
-		var proxies multiProxy
-		var eps []string
-		for _, m := range c.Members {
-			p := testkit.NewProxy(t, strings.TrimPrefix(m.ClientURL, "http://"))
-			proxies = append(proxies, p)
-			eps = append(eps, "http://"+p.Addr())
-		}
-		cl := client(t, eps)
-		ns := prefix(t)
-		cfg := chaos.ContentionConfig{
-			Name:     "etcd",
-			Backend:  fenceetcd.NewBackend(cl, &fenceetcd.BackendOptions{Prefix: ns}),
-			Store:    fenceetcd.NewStore(cl, &fenceetcd.StoreOptions{Prefix: ns}),
-			TTL:      2 * time.Second,
-			PlaceTTL: 2 * time.Second,
-			// Set for cfg.Bound below (it reads them before the
-			// harness fills in its defaults); the harness's defaults.
-			Workers:      16,
-			CycleCost:    100 * time.Millisecond,
-			PauseChance:  0.3,
-			CancelChance: 0.2,
-			KillChance:   0.2,
-			Network:      proxies,
-			Restart:      func(ctx context.Context) error { return restartMember(ctx, c) },
-		}
-		cfg.Quiet = cfg.Bound() + 3*time.Second + restartTime
-		return cfg
-	})
+	chaos.RunContentionTest(t, contentionSetup)
 }
 
-// restartTime is how long a restart may go on after the faults' end.
-const restartTime = 5 * time.Second
+// TestSoak is the soak (bench/soak): the contention run for as long as
+// FENCEKIT_SOAK says, with nothing allowed to grow (keys under the run's
+// prefix, goroutines, heap); it skips without it.
+func TestSoak(t *testing.T) {
+	chaos.RunSoakTest(t, contentionSetup)
+}
+
+func contentionSetup(t *testing.T) chaos.ContentionConfig {
+	c := etcdtest.New(t)
+	var proxies multiProxy
+	var eps []string
+	for _, m := range c.Members {
+		p := testkit.NewProxy(t, strings.TrimPrefix(m.ClientURL, "http://"))
+		proxies = append(proxies, p)
+		eps = append(eps, "http://"+p.Addr())
+	}
+	cl := client(t, eps)
+	direct := client(t, []string{c.Members[0].ClientURL, c.Members[1].ClientURL, c.Members[2].ClientURL})
+	ns := prefix(t)
+	return chaos.ContentionConfig{
+		Name:     "etcd",
+		Backend:  fenceetcd.NewBackend(cl, &fenceetcd.BackendOptions{Prefix: ns}),
+		Store:    fenceetcd.NewStore(cl, &fenceetcd.StoreOptions{Prefix: ns}),
+		TTL:      2 * time.Second,
+		PlaceTTL: 2 * time.Second,
+		Network:  proxies,
+		Restart:  func(ctx context.Context) error { return restartMember(ctx, c) },
+		// Keys under the run's prefix, read from a member directly (not
+		// through the proxies, which the run faults).
+		Probe: func(ctx context.Context) (map[string]int64, error) {
+			resp, err := direct.Get(ctx, ns, clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil {
+				return nil, err
+			}
+			return map[string]int64{"server_keys": resp.Count}, nil
+		},
+	}
+}
 
 // restartMember kills the leader (any member when the running ones agree
 // on none yet) and starts it again from its data directory, and returns
