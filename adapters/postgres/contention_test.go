@@ -53,7 +53,15 @@ func TestContentionUnderFaults(t *testing.T) {
 			Store:   postgres.NewStore(pool, nil),
 			Name:    "postgres",
 			Network: chaos.ProxyNetwork(proxy),
-			Restart: func(context.Context) error { return srv.Restart(false) },
+			Restart: func(context.Context) error { return restart(t, func() error { return srv.Restart(false) }) },
 		}
 	})
+}
+
+// restart runs do, the restart of the server, and logs how long it took.
+func restart(t *testing.T, do func() error) error {
+	began := time.Now()
+	err := do()
+	t.Logf("server restarted in %v (err: %v)", time.Since(began).Round(time.Millisecond), err)
+	return err
 }
