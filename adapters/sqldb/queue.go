@@ -290,7 +290,20 @@ func (b *Backend) acquireQueuedMySQL(ctx context.Context, name, owner string, tt
 	if err := b.db.QueryRowContext(ctx, b.q.position, name, owner, name, owner, name).Scan(&heldMicros, &ahead, &seen); err != nil {
 		return 0, 0, 0, err
 	}
-	b.pace(name, owner).seen(seen.Int64, ahead)
+	// A refused acquire is a re-check too, and may be the only one: a
+	// leader of the local line whose pace puts its next re-check past its
+	// Await re-checks by its acquires alone. So it watches for a stalled
+	// line as awaitTurn's re-checks do; else a waiter first on the server
+	// but behind it here would renew its place without ever asking, and
+	// nobody would take the free lock.
+	held := int64(0) // live holders, as the re-check counts them
+	if heldMicros.Valid && heldMicros.Int64 > 0 {
+		held = 1
+	}
+	p := b.pace(name, owner)
+	if p.observe(seen.Int64, held, ahead, time.Now()) {
+		b.local.stalled(p)
+	}
 	return 0, time.Duration(heldMicros.Int64) * time.Microsecond, ahead, nil
 }
 
@@ -423,16 +436,6 @@ type pace struct {
 // others ahead (at the same token) before it wakes the local waiters to ask
 // again: twice the longest interval at which a first in line re-checks.
 const stallAfter = 2 * MaxQueuePoll
-
-// seen records the lock's token and the places ahead, as a refused
-// acquireInLine read them.
-func (p *pace) seen(token, ahead int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if token > 0 {
-		p.slot = token + ahead
-	}
-}
 
 // order is p's place in the local line: the token it saw plus the places
 // ahead of it then (the token rises by one, and the places ahead fall by

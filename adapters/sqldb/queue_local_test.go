@@ -2,6 +2,7 @@ package sqldb_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -9,9 +10,11 @@ import (
 	"time"
 
 	"github.com/fencekit/fencekit/adapters/sqldb"
+	"github.com/fencekit/fencekit/fence"
 	"github.com/fencekit/fencekit/internal/testkit"
 	"github.com/fencekit/fencekit/internal/testkit/require"
 	"github.com/fencekit/fencekit/lock"
+	"github.com/fencekit/fencekit/lock/driver"
 )
 
 // countedMySQL is a Backend on MariaDB, one round trip per statement,
@@ -158,4 +161,91 @@ func TestLocalWaiterRenewsInOneStatement(t *testing.T) {
 	next, err := b.AcquireOrEnqueue(ctx, "l", second, time.Minute, time.Minute)
 	require.NoError(t, err)
 	require.Greater(t, next, tok)
+}
+
+// waitInLine waits in name's line for owner as a lock.Client does: an
+// acquire that keeps owner's place, then an Await of a third of the place
+// TTL (or of the holder's TTL, when owner is first and that is shorter),
+// until it takes the lock or ctx ends.
+func waitInLine(ctx context.Context, b direct, name, owner string, place time.Duration) (fence.Token, error) {
+	for {
+		tok, err := b.AcquireOrEnqueue(ctx, name, owner, time.Minute, place)
+		var he *driver.HeldError
+		if !errors.As(err, &he) {
+			return tok, err
+		}
+		wait := place / 3
+		if he.TTL > 0 && he.TTL < wait {
+			wait = he.TTL
+		}
+		if err := b.AwaitTurn(ctx, name, owner, wait); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// TestLocalLeaderNoticesStallBetweenRechecks: the local line's leader is
+// not first on the server (the waiter first there measured its order
+// before two waiters ahead gave up, and has not re-checked since), and its
+// pace puts its next re-check past its Await, so it re-checks only by its
+// acquires. The lock is free. The leader must see the line stalled by
+// those acquires and wake the waiter ahead, which then takes the lock;
+// it used to wait for a re-check that never came while the other renewed
+// its place without asking, and nobody took the lock.
+func TestLocalLeaderNoticesStallBetweenRechecks(t *testing.T) {
+	ctx := testCtx(t)
+	db := testkit.MySQL(t)
+	opts := tables(t, db, sqldb.MySQL)
+	b, other := newDirect(db, sqldb.MySQL, opts), newDirect(db, sqldb.MySQL, opts)
+	const place = time.Second
+	h, x, l := testkit.Owner(t), testkit.Owner(t), testkit.Owner(t)
+	tok, err := other.Acquire(ctx, "l", h, time.Minute)
+	require.NoError(t, err)
+	// Three waiters queue ahead of x through b: x's order is the token
+	// plus 3. Then they give up, so that x is first on the server.
+	gaveUp := []string{testkit.Owner(t), testkit.Owner(t), testkit.Owner(t)}
+	for _, w := range append(gaveUp, x) {
+		_, err := b.AcquireOrEnqueue(ctx, "l", w, time.Minute, place)
+		require.ErrorIs(t, err, lock.ErrHeld)
+	}
+	for _, w := range gaveUp {
+		require.NoError(t, b.LeaveQueue(ctx, "l", w))
+	}
+	// l queues behind x: its order is the token plus 1, so it leads the
+	// local line. Its re-checks measure a slow turn: the token rises by
+	// one (a holder that did not queue) in 700ms.
+	_, err = b.AcquireOrEnqueue(ctx, "l", l, time.Minute, place)
+	require.ErrorIs(t, err, lock.ErrHeld)
+	require.NoError(t, b.AwaitTurn(ctx, "l", l, 50*time.Millisecond))
+	time.Sleep(700 * time.Millisecond)
+	for _, w := range []string{x, l} { // both places renewed
+		_, err := b.AcquireOrEnqueue(ctx, "l", w, time.Minute, place)
+		require.ErrorIs(t, err, lock.ErrHeld)
+	}
+	require.NoError(t, other.Release(ctx, "l", h))
+	h2 := testkit.Owner(t)
+	tok2, err := other.Acquire(ctx, "l", h2, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, tok+1, tok2)
+	require.NoError(t, b.AwaitTurn(ctx, "l", l, 50*time.Millisecond))
+	require.NoError(t, other.Release(ctx, "l", h2))
+
+	// The lock is free; x is first on the server. Both wait as Clients do.
+	wctx, cancel := context.WithTimeout(ctx, 3*place)
+	defer cancel()
+	got := make(chan string, 2)
+	for _, o := range []string{x, l} {
+		go func() {
+			if _, err := waitInLine(wctx, b, "l", o, place); err == nil {
+				got <- o
+				_ = b.Release(ctx, "l", o)
+			}
+		}()
+	}
+	select {
+	case o := <-got:
+		require.Equal(t, x, o, "the waiter behind took the lock first")
+	case <-wctx.Done():
+		t.Fatalf("nobody took the free lock within %v", 3*place)
+	}
 }

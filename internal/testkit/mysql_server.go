@@ -108,6 +108,24 @@ func (s *MySQLServer) Start() {
 	}
 }
 
+// Restart stops the server (cleanly, or with kill as a crash would) and
+// starts it again, returning once it answers. Unlike Stop, Kill and Start
+// it returns its failure instead of failing the test, so that it may run
+// on a goroutine other than the test's, as a fault injector's.
+func (s *MySQLServer) Restart(kill bool) error {
+	sig := syscall.SIGTERM
+	if kill {
+		sig = syscall.SIGKILL
+	}
+	if err := s.stop(sig); err != nil {
+		return fmt.Errorf("testkit: stop MariaDB: %w", err)
+	}
+	if err := s.start(false); err != nil {
+		return fmt.Errorf("testkit: start MariaDB: %w", err)
+	}
+	return nil
+}
+
 // mysqlBins finds mariadbd and mariadb-install-db on PATH or in /usr/sbin.
 func mysqlBins() (server, install string, err error) {
 	find := func(name string) string {

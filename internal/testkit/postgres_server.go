@@ -114,6 +114,25 @@ func (s *PostgresServer) Start() {
 	}
 }
 
+// Restart stops the server (fast shutdown, or SIGKILL with kill, which
+// with synchronous_commit=off can lose the last commits) and starts it
+// again, returning once it accepts connections. Unlike Stop and Start it
+// returns its failure instead of failing the test, so that it may run on a
+// goroutine other than the test's, as a fault injector's.
+func (s *PostgresServer) Restart(kill bool) error {
+	sig := syscall.SIGINT
+	if kill {
+		sig = syscall.SIGKILL
+	}
+	if err := s.stop(sig); err != nil {
+		return fmt.Errorf("testkit: stop PostgreSQL: %w", err)
+	}
+	if err := s.start(false); err != nil {
+		return fmt.Errorf("testkit: start PostgreSQL: %w", err)
+	}
+	return nil
+}
+
 // startLocalPostgres creates, initialises and starts an instance. t is kept
 // for the methods' failures; it may be nil for the shared instance.
 func startLocalPostgres(t testing.TB) (*PostgresServer, error) {
