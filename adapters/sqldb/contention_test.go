@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -314,67 +315,131 @@ func TestGuardMissingKeyRollback(t *testing.T) {
 // waiters in line (PostgreSQL by a fast shutdown, MariaDB killed, its
 // commits written at each commit): committed leases and tokens survive.
 func TestContentionUnderFaults(t *testing.T) {
-	t.Run("postgres", func(t *testing.T) {
-		chaos.RunContentionTest(t, func(t *testing.T) chaos.ContentionConfig {
-			srv := testkit.NewPostgresServer(t)
-			direct, err := sql.Open("pgx", srv.URL())
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = direct.Close() })
-			require.NoError(t, sqldb.Migrate(testCtx(t), direct, sqldb.PostgreSQL, nil))
+	t.Run("postgres", func(t *testing.T) { chaos.RunContentionTest(t, contentionPostgres) })
+	t.Run("mariadb", func(t *testing.T) { chaos.RunContentionTest(t, contentionMariaDB) })
+}
 
-			proxy := testkit.NewProxy(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(srv.Port())))
-			cfg, err := pgx.ParseConfig(srv.URL())
-			require.NoError(t, err)
-			host, port, _ := net.SplitHostPort(proxy.Addr())
-			pn, _ := strconv.Atoi(port)
-			cfg.Host, cfg.Port = host, uint16(pn)
-			db := stdlib.OpenDB(*cfg)
-			t.Cleanup(func() { _ = db.Close() })
-			return chaos.ContentionConfig{
-				Backend: sqldb.NewBackend(db, sqldb.PostgreSQL, nil),
-				Store:   sqldb.NewStore(db, sqldb.PostgreSQL, nil),
-				Name:    "sqldb-postgres",
-				Network: chaos.ProxyNetwork(proxy),
-				Restart: func(context.Context) error { return restart(t, func() error { return srv.Restart(false) }) },
-				// A cycle costs up to about 650ms here, not the default
-				// 100ms: database/sql keeps 2 idle connections by
-				// default, so with the 30 workers' statements running at
-				// once statements keep opening new PostgreSQL
-				// connections (a server process forked, pgx's startup
-				// and statement preparation), and a loaded machine makes
-				// each slower still. Measured on 2 cores: 889
-				// connections closed as idle surplus in one 13s run; 30
-				// to 94 lock acquisitions per 13-20s run (MariaDB, whose
-				// connections are threads: 56-139); the longest wait
-				// after the faults 5.2s against the default bound of
-				// 4.9s, and, at a load average of 10-12, 12.2s and 12.9s
-				// against the 11.3s bound of a CycleCost of 500ms (a
-				// cycle cost of 650ms). The same seed at the same load
-				// with 40 idle connections: 245 acquisitions and the
-				// longest wait 3.0s, where the default made 50 and 10.3s.
-				CycleCost: 800 * time.Millisecond,
-			}
-		})
-	})
-	t.Run("mariadb", func(t *testing.T) {
-		chaos.RunContentionTest(t, func(t *testing.T) chaos.ContentionConfig {
-			srv := testkit.NewMySQLServer(t)
-			cfg := srv.Config(t)
-			require.NoError(t, sqldb.Migrate(testCtx(t), testkit.OpenMySQL(t, cfg), sqldb.MySQL, nil))
+// TestSoak is the soak (bench/soak) on both servers: the contention run
+// for as long as FENCEKIT_SOAK says, with nothing allowed to grow (rows of
+// every table, the server's connections, the pool's, goroutines, heap);
+// it skips without it.
+func TestSoak(t *testing.T) {
+	t.Run("postgres", func(t *testing.T) { chaos.RunSoakTest(t, contentionPostgres) })
+	t.Run("mariadb", func(t *testing.T) { chaos.RunSoakTest(t, contentionMariaDB) })
+}
 
-			proxy := testkit.NewProxy(t, cfg.Addr)
-			fcfg := cfg.Clone()
-			fcfg.Addr = proxy.Addr()
-			db := testkit.OpenMySQL(t, fcfg)
-			return chaos.ContentionConfig{
-				Backend: sqldb.NewBackend(db, sqldb.MySQL, nil),
-				Store:   sqldb.NewStore(db, sqldb.MySQL, nil),
-				Name:    "sqldb-mariadb",
-				Network: chaos.ProxyNetwork(proxy),
-				Restart: func(context.Context) error { return restart(t, func() error { return srv.Restart(true) }) },
+// contentionPostgres is PostgreSQL through pgx's stdlib, database/sql's
+// defaults, restarted by a fast shutdown.
+func contentionPostgres(t *testing.T) chaos.ContentionConfig {
+	srv := testkit.NewPostgresServer(t)
+	direct, err := sql.Open("pgx", srv.URL())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = direct.Close() })
+	require.NoError(t, sqldb.Migrate(testCtx(t), direct, sqldb.PostgreSQL, nil))
+
+	proxy := testkit.NewProxy(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(srv.Port())))
+	cfg, err := pgx.ParseConfig(srv.URL())
+	require.NoError(t, err)
+	host, port, _ := net.SplitHostPort(proxy.Addr())
+	pn, _ := strconv.Atoi(port)
+	cfg.Host, cfg.Port = host, uint16(pn)
+	db := stdlib.OpenDB(*cfg)
+	t.Cleanup(func() { _ = db.Close() })
+	return chaos.ContentionConfig{
+		Backend: sqldb.NewBackend(db, sqldb.PostgreSQL, nil),
+		Store:   sqldb.NewStore(db, sqldb.PostgreSQL, nil),
+		Name:    "sqldb-postgres",
+		Network: chaos.ProxyNetwork(proxy),
+		Restart: func(context.Context) error { return restart(t, func() error { return srv.Restart(false) }) },
+		// A cycle costs up to about 650ms here, not the default
+		// 100ms: database/sql keeps 2 idle connections by
+		// default, so with the 30 workers' statements running at
+		// once statements keep opening new PostgreSQL
+		// connections (a server process forked, pgx's startup
+		// and statement preparation), and a loaded machine makes
+		// each slower still. Measured on 2 cores: 889
+		// connections closed as idle surplus in one 13s run; 30
+		// to 94 lock acquisitions per 13-20s run (MariaDB, whose
+		// connections are threads: 56-139); the longest wait
+		// after the faults 5.2s against the default bound of
+		// 4.9s, and, at a load average of 10-12, 12.2s and 12.9s
+		// against the 11.3s bound of a CycleCost of 500ms (a
+		// cycle cost of 650ms). The same seed at the same load
+		// with 40 idle connections: 245 acquisitions and the
+		// longest wait 3.0s, where the default made 50 and 10.3s.
+		CycleCost: 800 * time.Millisecond,
+		Probe:     sqlProbe(direct, db, sqldb.PostgreSQL),
+	}
+}
+
+// contentionMariaDB is MariaDB through go-sql-driver/mysql, database/sql's
+// defaults, killed and started again.
+func contentionMariaDB(t *testing.T) chaos.ContentionConfig {
+	srv := testkit.NewMySQLServer(t)
+	cfg := srv.Config(t)
+	direct := testkit.OpenMySQL(t, cfg)
+	require.NoError(t, sqldb.Migrate(testCtx(t), direct, sqldb.MySQL, nil))
+
+	proxy := testkit.NewProxy(t, cfg.Addr)
+	fcfg := cfg.Clone()
+	fcfg.Addr = proxy.Addr()
+	db := testkit.OpenMySQL(t, fcfg)
+	return chaos.ContentionConfig{
+		Backend: sqldb.NewBackend(db, sqldb.MySQL, nil),
+		Store:   sqldb.NewStore(db, sqldb.MySQL, nil),
+		Name:    "sqldb-mariadb",
+		Network: chaos.ProxyNetwork(proxy),
+		Restart: func(context.Context) error { return restart(t, func() error { return srv.Restart(true) }) },
+		Probe:   sqlProbe(direct, db, sqldb.MySQL),
+	}
+}
+
+// sqlProbe reports, through direct (a connection the run does not fault),
+// the rows of every table of the database and the server's connections to
+// it, and the connections db (the run's) keeps open.
+func sqlProbe(direct, db *sql.DB, d sqldb.Dialect) func(context.Context) (map[string]int64, error) {
+	tables := "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() ORDER BY table_name"
+	conns := "SELECT COUNT(*) FROM information_schema.processlist WHERE db = DATABASE()"
+	quote := func(name string) string { return "`" + strings.ReplaceAll(name, "`", "``") + "`" }
+	if d == sqldb.PostgreSQL {
+		tables = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name"
+		conns = "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()"
+		quote = func(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
+	}
+	return func(ctx context.Context) (map[string]int64, error) {
+		figs := map[string]int64{"pool_conns": int64(db.Stats().OpenConnections)}
+		rows, err := direct.QueryContext(ctx, tables)
+		if err != nil {
+			return nil, err
+		}
+		var names []string
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				_ = rows.Close()
+				return nil, err
 			}
-		})
-	})
+			names = append(names, n)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			var c int64
+			// The name comes from the server's catalog, quoted as an
+			// identifier.
+			if err := direct.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+quote(n)).Scan(&c); err != nil {
+				return nil, err
+			}
+			figs["rows_"+n] = c
+		}
+		var c int64
+		if err := direct.QueryRowContext(ctx, conns).Scan(&c); err != nil {
+			return nil, err
+		}
+		figs["server_conns"] = c
+		return figs, nil
+	}
 }
 
 // restart runs do, the restart of the server, and logs how long it took.
