@@ -2,7 +2,6 @@ package dynamodb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -61,6 +60,11 @@ type Backend struct {
 
 	bellMu sync.Mutex
 	bells  map[string]chan struct{}
+
+	// combMu guards combs, the queues of calls waiting to write each
+	// item (combine.go).
+	combMu sync.Mutex
+	combs  map[string]*combiner
 }
 
 var _ driver.Backend = (*Backend)(nil)
@@ -91,7 +95,7 @@ func NewBackend(api API, table string, opts *BackendOptions) (*Backend, error) {
 	case o.PollInterval < time.Millisecond:
 		return nil, fence.Invalid("poll interval %v is below a millisecond", o.PollInterval)
 	}
-	return &Backend{api: api, table: table, prefix: o.Prefix, poll: o.PollInterval, now: time.Now, bells: map[string]chan struct{}{}}, nil
+	return &Backend{api: api, table: table, prefix: o.Prefix, poll: o.PollInterval, now: time.Now, bells: map[string]chan struct{}{}, combs: map[string]*combiner{}}, nil
 }
 
 // key is the partition key of the item of name: a lock's, or a permit
@@ -101,35 +105,6 @@ func (b *Backend) key(name string, kind driver.Kind) string {
 		return b.prefix + "permit/" + name
 	}
 	return b.prefix + "lock/" + name
-}
-
-// update reads the item key, drops what has run out, applies f and, when f
-// changes the state, writes it conditional on the revision read, reading
-// again whenever somebody wrote in between.
-func (b *Backend) update(ctx context.Context, op, key string, f func(st *state, it item, a ages, ver int64) change) (change, error) {
-	for attempt := 0; ; attempt++ {
-		it, st, a, err := b.current(ctx, op, key)
-		if err != nil {
-			return change{}, err
-		}
-		c := f(&st, it, a, it.rev+1)
-		if !c.write {
-			return c, nil
-		}
-		at, err := b.write(ctx, op, it, &st, c.minted)
-		if errors.Is(err, errConflict) {
-			if err := backoff(ctx, attempt); err != nil {
-				return change{}, err
-			}
-			continue
-		}
-		if err != nil {
-			return change{}, err
-		}
-		b.watch.note(key, &st, at)
-		b.ring(key)
-		return c, nil
-	}
 }
 
 // backoff waits a short random time before a call reads an item again
