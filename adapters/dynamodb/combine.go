@@ -151,6 +151,7 @@ func (b *Backend) commit(key string, batch []*call) {
 			}
 			return
 		}
+		sent := b.now()
 		at, err := b.write(ctx, op, it, &st, minted)
 		if errors.Is(err, errConflict) {
 			err = backoff(ctx, attempt)
@@ -167,7 +168,7 @@ func (b *Backend) commit(key string, batch []*call) {
 			return
 		}
 		b.watch.note(key, &st, at)
-		b.ring(key)
+		b.wrote(key, st, sent)
 		for i, c := range batch {
 			c.answer(results[i], nil)
 		}
@@ -210,4 +211,3 @@ func (s state) clone() state {
 	s.Line = slices.Clone(s.Line)
 	return s
 }
-
