@@ -69,6 +69,11 @@ type Backend struct {
 	// item (combine.go).
 	combMu sync.Mutex
 	combs  map[string]*combiner
+
+	// cacheMu guards cache, the newest state the Backend knows of each
+	// item it has live entries on (cache.go).
+	cacheMu sync.Mutex
+	cache   map[string]item
 }
 
 var _ driver.Backend = (*Backend)(nil)
@@ -99,7 +104,7 @@ func NewBackend(api API, table string, opts *BackendOptions) (*Backend, error) {
 	case o.PollInterval < time.Millisecond:
 		return nil, fence.Invalid("poll interval %v is below a millisecond", o.PollInterval)
 	}
-	return &Backend{api: api, table: table, prefix: o.Prefix, poll: o.PollInterval, now: time.Now, pollers: map[string]*poller{}, combs: map[string]*combiner{}}, nil
+	return &Backend{api: api, table: table, prefix: o.Prefix, poll: o.PollInterval, now: time.Now, pollers: map[string]*poller{}, combs: map[string]*combiner{}, cache: map[string]item{}}, nil
 }
 
 // key is the partition key of the item of name: a lock's, or a permit
@@ -231,6 +236,7 @@ func (b *Backend) current(ctx context.Context, op, key string) (item, state, age
 	if err != nil {
 		return item{}, state{}, nil, err
 	}
+	b.remember(it)
 	st, a := b.seen(it)
 	return it, st, a, nil
 }

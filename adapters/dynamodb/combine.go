@@ -101,10 +101,17 @@ func (b *Backend) serve(key string, q *combiner) {
 	}
 }
 
-// commit reads the item key, applies the calls of batch in order and
-// writes the result, reading again whenever another Backend wrote in
-// between, and answers every call.
+// commit applies the calls of batch in order to the item key and writes
+// the result, and answers every call. It starts from the state this
+// Backend last wrote or read (cache.go), without a read, when it knows
+// one: the write is conditional on that state's revision, so it lands
+// only if the item is still that state, and then every judgment made on
+// it holds, entries' ages included (each was unchanged from when this
+// Backend first saw it until the write). When the write meets another
+// writer, or the calls would write nothing (their answers then rest on a
+// state no write confirmed), it reads the item and starts again.
 func (b *Backend) commit(key string, batch []*call) {
+	known := true
 	for attempt := 0; ; attempt++ {
 		// A call whose caller has gone is not applied: its caller
 		// returned the context's error and nothing of it was written.
@@ -123,8 +130,20 @@ func (b *Backend) commit(key string, batch []*call) {
 			op = fmt.Sprintf("%s (one write with %d more calls on the name)", op, len(batch)-1)
 		}
 		ctx, stop := anyLive(batch)
-		it, st, a, err := b.current(ctx, op, key)
-		if err != nil {
+		var (
+			it     item
+			st     state
+			a      ages
+			err    error
+			cached bool
+		)
+		if known {
+			it, cached = b.cached(key)
+		}
+		if cached {
+			it.at = b.now()
+			st, a = b.seen(it)
+		} else if it, st, a, err = b.current(ctx, op, key); err != nil {
 			stop()
 			answerAll(batch, err)
 			return
@@ -146,6 +165,10 @@ func (b *Backend) commit(key string, batch []*call) {
 		}
 		if !write {
 			stop()
+			if cached {
+				known = false // answer from a state read now
+				continue
+			}
 			for i, c := range batch {
 				c.answer(results[i], nil)
 			}
@@ -153,8 +176,16 @@ func (b *Backend) commit(key string, batch []*call) {
 		}
 		sent := b.now()
 		at, err := b.write(ctx, op, it, &st, minted)
+		if err != nil {
+			b.forget(key)
+		}
 		if errors.Is(err, errConflict) {
-			err = backoff(ctx, attempt)
+			known = false
+			if !cached {
+				err = backoff(ctx, attempt)
+			} else {
+				err = nil // a state this Backend knew went stale: read at once
+			}
 			stop()
 			if err != nil {
 				answerAll(batch, err)
@@ -167,6 +198,7 @@ func (b *Backend) commit(key string, batch []*call) {
 			answerAll(batch, err)
 			return
 		}
+		b.remember(item{key: key, exists: true, rev: it.rev + 1, counter: it.counter + fence.Token(minted), st: st.clone(), at: at})
 		b.watch.note(key, &st, at)
 		b.wrote(key, st, sent)
 		for i, c := range batch {
