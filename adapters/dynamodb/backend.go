@@ -40,8 +40,11 @@ type BackendOptions struct {
 // DynamoDB table: one item per lock name and one per permit name, each
 // holding the name's holders and line of waiters, a revision, and the
 // name's token counter. Every change is one UpdateItem conditional on the
-// revision it read, so each admission, renewal and release is atomic, and
-// the token a grant mints is counted up in that same request.
+// revision (and counter) of the state it was decided on, so each
+// admission, renewal and release is atomic, and the token a grant mints is
+// counted up in that same request. The calls of a Backend on one name
+// share their writes (combine.go) and its waiters share their reads
+// (poll.go).
 //
 // A Backend never trusts a clock: an entry has run out once this Backend
 // has watched it unchanged for its whole TTL (see watch.go). A Backend
