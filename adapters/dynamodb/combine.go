@@ -23,15 +23,17 @@ import (
 // storm (issue 35).
 //
 // So a Backend combines its own writes of one item: the calls on a key
-// wait in a queue, and one goroutine at a time reads the item, applies
-// every queued call to the state in the order the calls came, each to the
-// state the previous one left, and writes the result with one UpdateItem
-// conditional on the revision read, raising the counter by the tokens all
-// of them minted. Calls of one Backend never conflict with each other, and
-// however many wait, one read and one write serve all that queued during
-// the previous round trip. Each call's outcome is the one it would have had
-// run alone in that order; a write that meets another Backend's write is
-// tried again, all its calls applied afresh to the new state.
+// wait in a queue, and one goroutine at a time takes the item's state (the
+// one the Backend last wrote or read, cache.go, or a fresh read), applies
+// every queued call to it in the order the calls came, each to the state
+// the previous one left, and writes the result with one UpdateItem
+// conditional on that state's revision and counter, raising the counter by
+// the tokens all of them minted. Calls of one Backend never conflict with
+// each other, and however many wait, one write (and at most one read)
+// serves all that queued during the previous round trip. Each call's
+// outcome is the one it would have had run alone in that order; a write
+// that meets another Backend's write is tried again, all its calls applied
+// afresh to the state read then.
 
 // combiner is the queue of one item's calls.
 type combiner struct {
