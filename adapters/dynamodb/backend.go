@@ -2,7 +2,6 @@ package dynamodb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -14,9 +13,10 @@ import (
 	"github.com/fencekit/fencekit/lock/driver"
 )
 
-// DefaultPollInterval is how often a waiter in line reads its name's item
-// to see whether it is let in, unless BackendOptions.PollInterval says
-// otherwise. A release through the same Backend wakes its waiters at once.
+// DefaultPollInterval is how often a Backend reads a name's item while
+// waiters in line through it wait to be let in (one read for all of them),
+// unless BackendOptions.PollInterval says otherwise. A release through the
+// same Backend wakes its waiters at once.
 const DefaultPollInterval = 50 * time.Millisecond
 
 // DefaultLockPrefix is the prefix of a Backend's items unless
@@ -30,8 +30,9 @@ type BackendOptions struct {
 	// it can share a table with a Store. DefaultLockPrefix when empty; at
 	// most MaxPrefixLen bytes of UTF-8 without NUL.
 	Prefix string
-	// PollInterval is how often a waiter in line reads its name's item;
-	// DefaultPollInterval when 0. At least a millisecond.
+	// PollInterval is how often the Backend reads a name's item while
+	// waiters in line wait on it; DefaultPollInterval when 0. At least a
+	// millisecond.
 	PollInterval time.Duration
 }
 
@@ -39,8 +40,11 @@ type BackendOptions struct {
 // DynamoDB table: one item per lock name and one per permit name, each
 // holding the name's holders and line of waiters, a revision, and the
 // name's token counter. Every change is one UpdateItem conditional on the
-// revision it read, so each admission, renewal and release is atomic, and
-// the token a grant mints is counted up in that same request.
+// revision (and counter) of the state it was decided on, so each
+// admission, renewal and release is atomic, and the token a grant mints is
+// counted up in that same request. The calls of a Backend on one name
+// share their writes (combine.go) and its waiters share their reads
+// (poll.go).
 //
 // A Backend never trusts a clock: an entry has run out once this Backend
 // has watched it unchanged for its whole TTL (see watch.go). A Backend
@@ -59,8 +63,20 @@ type Backend struct {
 	// are used. Tests set one that is off by a constant (export_test.go).
 	now func() time.Time
 
-	bellMu sync.Mutex
-	bells  map[string]chan struct{}
+	// pollMu guards pollers, the readers of the items Awaits wait on
+	// (poll.go).
+	pollMu  sync.Mutex
+	pollers map[string]*poller
+
+	// combMu guards combs, the queues of calls waiting to write each
+	// item (combine.go).
+	combMu sync.Mutex
+	combs  map[string]*combiner
+
+	// cacheMu guards cache, the newest state the Backend knows of each
+	// item it has live entries on (cache.go).
+	cacheMu sync.Mutex
+	cache   map[string]item
 }
 
 var _ driver.Backend = (*Backend)(nil)
@@ -91,7 +107,7 @@ func NewBackend(api API, table string, opts *BackendOptions) (*Backend, error) {
 	case o.PollInterval < time.Millisecond:
 		return nil, fence.Invalid("poll interval %v is below a millisecond", o.PollInterval)
 	}
-	return &Backend{api: api, table: table, prefix: o.Prefix, poll: o.PollInterval, now: time.Now, bells: map[string]chan struct{}{}}, nil
+	return &Backend{api: api, table: table, prefix: o.Prefix, poll: o.PollInterval, now: time.Now, pollers: map[string]*poller{}, combs: map[string]*combiner{}, cache: map[string]item{}}, nil
 }
 
 // key is the partition key of the item of name: a lock's, or a permit
@@ -101,35 +117,6 @@ func (b *Backend) key(name string, kind driver.Kind) string {
 		return b.prefix + "permit/" + name
 	}
 	return b.prefix + "lock/" + name
-}
-
-// update reads the item key, drops what has run out, applies f and, when f
-// changes the state, writes it conditional on the revision read, reading
-// again whenever somebody wrote in between.
-func (b *Backend) update(ctx context.Context, op, key string, f func(st *state, it item, a ages, ver int64) change) (change, error) {
-	for attempt := 0; ; attempt++ {
-		it, st, a, err := b.current(ctx, op, key)
-		if err != nil {
-			return change{}, err
-		}
-		c := f(&st, it, a, it.rev+1)
-		if !c.write {
-			return c, nil
-		}
-		at, err := b.write(ctx, op, it, &st, c.minted)
-		if errors.Is(err, errConflict) {
-			if err := backoff(ctx, attempt); err != nil {
-				return change{}, err
-			}
-			continue
-		}
-		if err != nil {
-			return change{}, err
-		}
-		b.watch.note(key, &st, at)
-		b.ring(key)
-		return c, nil
-	}
 }
 
 // backoff waits a short random time before a call reads an item again
@@ -194,23 +181,30 @@ func (b *Backend) Leave(ctx context.Context, c driver.Claim) error {
 }
 
 // Await blocks until the claim's owner would be let in (or has no place in
-// line), max has passed or ctx ends. It reads the name's item every poll
-// interval, and at once when a write through this Backend rings the name.
+// line), max has passed or ctx ends. It judges by the readings of the
+// name's item that the Backend's poller of the item takes every poll
+// interval for all its Awaits, and by the state each write through this
+// Backend leaves (poll.go): only by those sent after it began to wait.
 func (b *Backend) Await(ctx context.Context, c driver.Claim, max time.Duration) error {
 	deadline := b.now().Add(max)
 	key := b.key(c.Name, c.Kind)
+	p := b.joinPoll(key)
+	defer b.leavePoll(key, p)
+	since := b.now()
 	for {
-		bell := b.bell(key)
-		_, st, _, err := b.current(ctx, "await "+quote(c.Name), key)
-		if err != nil {
-			// Await may return early: the Client's next Acquire reports
-			// a failure that lasts.
-			return ctx.Err()
+		r, next := b.newest(p)
+		if r != nil && !r.sent.Before(since) {
+			if r.err != nil {
+				// Await may return early: the Client's next Acquire reports
+				// a failure that lasts.
+				return ctx.Err()
+			}
+			if r.st.letsIn(c.Owner) {
+				return nil
+			}
+			since = r.sent.Add(1) // judge by a newer one
 		}
-		if st.letsIn(c.Owner) {
-			return nil
-		}
-		wait := min(b.poll, deadline.Sub(b.now()))
+		wait := deadline.Sub(b.now())
 		if wait <= 0 {
 			return nil
 		}
@@ -219,7 +213,7 @@ func (b *Backend) Await(ctx context.Context, c driver.Claim, max time.Duration) 
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
-		case <-bell:
+		case <-next:
 		case <-t.C:
 		}
 		t.Stop()
@@ -245,6 +239,7 @@ func (b *Backend) current(ctx context.Context, op, key string) (item, state, age
 	if err != nil {
 		return item{}, state{}, nil, err
 	}
+	b.remember(it)
 	st, a := b.seen(it)
 	return it, st, a, nil
 }
@@ -256,29 +251,6 @@ func (b *Backend) seen(it item) (state, ages) {
 	st := it.st
 	st.dropExpired(a)
 	return st, a
-}
-
-// bell returns the channel that the next write of key through this
-// Backend closes.
-func (b *Backend) bell(key string) chan struct{} {
-	b.bellMu.Lock()
-	defer b.bellMu.Unlock()
-	ch, ok := b.bells[key]
-	if !ok {
-		ch = make(chan struct{})
-		b.bells[key] = ch
-	}
-	return ch
-}
-
-// ring wakes the Await calls of this Backend on key.
-func (b *Backend) ring(key string) {
-	b.bellMu.Lock()
-	defer b.bellMu.Unlock()
-	if ch, ok := b.bells[key]; ok {
-		close(ch)
-		delete(b.bells, key)
-	}
 }
 
 func quote(s string) string { return fmt.Sprintf("%q", s) }

@@ -14,8 +14,8 @@
 // locks, resume, and sets (taken name by name by the Client). Each lock
 // name and each permit name is one item holding its holders and its line
 // of waiters, a revision, and the name's token counter; every change is one
-// UpdateItem conditional on the revision it read, and raises the counter in
-// the same request. The Backend never trusts a clock: an entry has run out
+// UpdateItem conditional on the revision of the state it was decided on,
+// and raises the counter in the same request. The Backend never trusts a clock: an entry has run out
 // only once this Backend has watched it unchanged for its whole TTL, as the
 // AWS DynamoDB lock client judges a lease. A contender whose clock is off
 // by any constant never takes a live lease; the price is that a Backend

@@ -69,7 +69,7 @@ func (b *Backend) read(ctx context.Context, op, key string) (item, error) {
 }
 
 // write replaces the state of the item it read, if nobody wrote it since
-// (its revision is still it.rev), raising its counter by minted in the
+// (its revision and counter are still it.rev and it.counter), raising its counter by minted in the
 // same conditional request. It returns errConflict when somebody did.
 func (b *Backend) write(ctx context.Context, op string, it item, st *state, minted int) (time.Time, error) {
 	raw, err := json.Marshal(st)
@@ -90,8 +90,13 @@ func (b *Backend) write(ctx context.Context, op string, it item, st *state, mint
 		},
 	}
 	if it.exists {
-		in.ConditionExpression = aws.String("#r = :or")
+		// The counter too, though the revision changes with it: a write
+		// from a state the Backend remembers (cache.go) then mints exactly
+		// above the counter even on a server that lost writes and counted
+		// the revision up to the same number again.
+		in.ConditionExpression = aws.String("#r = :or AND #c = :oc")
 		in.ExpressionAttributeValues[":or"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(it.rev, 10)}
+		in.ExpressionAttributeValues[":oc"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(int64(it.counter), 10)}
 	} else {
 		in.ConditionExpression = aws.String("attribute_not_exists(#k)")
 		in.ExpressionAttributeNames["#k"] = KeyAttribute
