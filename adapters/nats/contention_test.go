@@ -28,10 +28,14 @@ import (
 // on the server (fencenats.Granularity), so a 500 ms lease would live 1 s
 // there, longer than the bound counts it.
 //
-// PauseChance is 0.25, not 0.1: under faults a NATS cycle is slow (a few
+// PauseChance is 0.3, not 0.1: under faults a NATS cycle is slow (a few
 // round trips to an R3 stream, elections after a restart), so few cycles
 // start in the 5 s of faults, and at 10% some seeds pause no worker at all
 // (seed 4159093327807539 did not).
+// CancelChance and KillChance are 0.2, not 0.08 and 0.1, for the same
+// reason: a run must give up a wait and kill a waiter at least once, and at
+// the defaults some seeds did neither (etcd seed 7553547600205866 gave up
+// no wait).
 //
 // Quiet is the default (the bound plus 3 s) plus restartTime: a restart
 // that begins late in the faults is not cut short, and the faults clear
@@ -59,12 +63,15 @@ func TestContentionUnderFaults(t *testing.T) {
 			Store:   newStore(t, js, bucket),
 			TTL:     time.Second,
 			Network: proxies,
-			// Set for cfg.Bound below; the harness's defaults.
-			Workers:     16,
-			PlaceTTL:    time.Second,
-			CycleCost:   100 * time.Millisecond,
-			PauseChance: 0.25,
-			Restart:     func(ctx context.Context) error { return restartStreamLeader(ctx, c, "KV_"+bucket) },
+			// Set for cfg.Bound below (it reads them before the
+			// harness fills in its defaults); the harness's defaults.
+			Workers:      16,
+			PlaceTTL:     time.Second,
+			CycleCost:    100 * time.Millisecond,
+			PauseChance:  0.3,
+			CancelChance: 0.2,
+			KillChance:   0.2,
+			Restart:      func(ctx context.Context) error { return restartStreamLeader(ctx, c, "KV_"+bucket) },
 		}
 		cfg.Quiet = cfg.Bound() + 3*time.Second + restartTime
 		return cfg
