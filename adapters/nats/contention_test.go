@@ -81,10 +81,13 @@ func TestContentionUnderFaults(t *testing.T) {
 // restartTime is how long a restart may go on after the faults' end.
 const restartTime = 5 * time.Second
 
-// restartStreamLeader kills (-9) the leader of stream (any node when none names
-// one) and starts it again on its data directory, and returns once every
-// node answers JetStream requests and the restarted one names the
-// stream's leader again: it has rejoined the stream's group.
+// restartStreamLeader kills (-9) the leader of stream (any node when none
+// names one) and starts it again on its data directory, and returns once
+// every node answers JetStream requests and all three name the same
+// leader of the stream. Not sooner: the restarted node names a leader from
+// its own state at once (its old self, when it led), while the two others
+// are still electing a new one, and the stream answers no request until
+// they have.
 func restartStreamLeader(ctx context.Context, c *natstest.Cluster, stream string) error {
 	n := c.Nodes[0]
 	for _, o := range c.Nodes {
@@ -105,12 +108,12 @@ func restartStreamLeader(ctx context.Context, c *natstest.Cluster, stream string
 		return err
 	}
 	for deadline := time.Now().Add(60 * time.Second); ; {
-		l, err := n.StreamLeader(stream)
-		if err == nil && l != "" {
+		leader, err := agreedStreamLeader(c, stream)
+		if err == nil && leader != "" {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s names no leader of %s 60s after its restart (%v)", n.Name, stream, err)
+			return fmt.Errorf("the nodes agree on no leader of %s 60s after %s's restart (%v)", stream, n.Name, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -118,6 +121,23 @@ func restartStreamLeader(ctx context.Context, c *natstest.Cluster, stream string
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// agreedStreamLeader returns the leader of stream that every node names,
+// or "" when they do not agree or one names none.
+func agreedStreamLeader(c *natstest.Cluster, stream string) (string, error) {
+	leader := ""
+	for i, n := range c.Nodes {
+		l, err := n.StreamLeader(stream)
+		if err != nil {
+			return "", err
+		}
+		if l == "" || (i > 0 && l != leader) {
+			return "", nil
+		}
+		leader = l
+	}
+	return leader, nil
 }
 
 // multiProxy is the network of a client that reaches every node through a
