@@ -3,6 +3,7 @@ package nats_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -68,26 +69,51 @@ func contentionSetup(t *testing.T) chaos.ContentionConfig {
 }
 
 // bucketKeys reports the keys in bucket, which the run's Backend and Store
-// share: the subjects of its stream that hold a message (a lease, a place,
-// a permit name's state, a fenced record, or a removal's marker, which
-// expires). The stream's leader answers, so during an election the probe
-// asks again until ctx ends.
+// share: its live keys (leases, places, permit names' states, fenced
+// records), not those whose last message is a removal (a release's, a
+// departure's, or the marker of an expiry, which expire in turn). A
+// listing needs the stream's leader, so during an election the probe asks
+// again until ctx ends.
 func bucketKeys(ctx context.Context, js jetstream.JetStream, bucket string) (map[string]int64, error) {
 	for {
-		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		s, err := js.Stream(actx, "KV_"+bucket)
+		n, err := countKeys(ctx, js, bucket)
 		if err == nil {
-			var info *jetstream.StreamInfo
-			if info, err = s.Info(actx); err == nil {
-				cancel()
-				return map[string]int64{"bucket_keys": int64(info.State.NumSubjects)}, nil
-			}
+			return map[string]int64{"bucket_keys": n}, nil
 		}
-		cancel()
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("keys in bucket %s: %w", bucket, err)
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// countKeys is one attempt of bucketKeys.
+func countKeys(ctx context.Context, js jetstream.JetStream, bucket string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		return 0, err
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNoKeysFound) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	defer func() { _ = keys.Stop() }()
+	var n int64
+	for {
+		select {
+		case _, ok := <-keys.Keys():
+			if !ok {
+				return n, nil
+			}
+			n++
+		case <-ctx.Done():
+			return 0, ctx.Err()
 		}
 	}
 }
