@@ -37,7 +37,9 @@ const (
 // leader died and the next one is not elected yet) gets no error, only
 // silence, and would otherwise wait for the caller's context to end. A
 // request cut short this way fails with a transient error whose outcome is
-// unknown (a write may have landed), so that a caller retries it.
+// unknown (a write may have landed), so that a caller retries it. A
+// request still waiting when the stream elects a leader ends then, in the
+// same way, without waiting for RequestTimeout (see elections).
 const RequestTimeout = 5 * time.Second
 
 // errNoReply marks a request that RequestTimeout cut short.
@@ -55,6 +57,9 @@ type bucket struct {
 	// acknowledged: a replica that answers a read (lastMany) with an older
 	// state has not applied it yet.
 	written atomic.Uint64
+	// elections ends the requests in flight when the stream elects a
+	// leader (see elections).
+	elections elections
 }
 
 // wrote notes that a write got revision seq.
@@ -97,6 +102,7 @@ func openBucket(ctx context.Context, js jetstream.JetStream, name, prefix string
 		return nil, nil, opError(ctx, "open bucket", name, err)
 	}
 	cfg := s.CachedInfo().Config
+	b.elections.follow(js.Conn(), b.stream)
 	if cfg.MaxAge != 0 {
 		return nil, nil, fmt.Errorf("%w: bucket %q has a TTL (MaxAge %v), which would remove records the package keeps", ErrBucketConfig, name, cfg.MaxAge)
 	}
@@ -167,7 +173,7 @@ func (b *bucket) last(ctx context.Context, key string) (*record, error) {
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	var msg *natsgo.Msg
-	err = untilConnLost(ctx, b.js.Conn(), func(ctx context.Context) (err error) {
+	err = untilConnLost(ctx, b.js.Conn(), b.elections.next(), func(ctx context.Context) (err error) {
 		msg, err = b.js.Conn().RequestWithContext(ctx, b.api+"STREAM.MSG.GET."+b.stream, req)
 		return err
 	})
@@ -215,7 +221,7 @@ func (b *bucket) write(ctx context.Context, key string, after uint64, header nat
 	ctx, cancel := b.withTimeout(ctx)
 	defer cancel()
 	var ack *jetstream.PubAck
-	err := untilConnLost(ctx, b.js.Conn(), func(ctx context.Context) (err error) {
+	err := untilConnLost(ctx, b.js.Conn(), b.elections.next(), func(ctx context.Context) (err error) {
 		ack, err = b.js.PublishMsg(ctx, m, opts...)
 		return err
 	})

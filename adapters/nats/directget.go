@@ -69,7 +69,7 @@ func (b *bucket) lastManyOnce(ctx context.Context, subjects []string) ([]subject
 		out  []subjectRecord
 		upTo uint64
 	)
-	err = untilConnLost(ctx, nc, func(ctx context.Context) error {
+	err = untilConnLost(ctx, nc, b.elections.next(), func(ctx context.Context) error {
 		out, upTo = out[:0], 0
 		// An asynchronous subscription: a synchronous one allocates a
 		// channel of SubChanLen (64k) messages for every read.

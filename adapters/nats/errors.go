@@ -83,7 +83,7 @@ func opError(ctx context.Context, op, key string, err error) error {
 // transient reports whether err is a failure of the server or of the path
 // to it that a later attempt may not meet.
 func transient(err error) bool {
-	if errors.Is(err, errConnLost) || errors.Is(err, errNoReply) {
+	if errors.Is(err, errConnLost) || errors.Is(err, errNoReply) || errors.Is(err, errLeaderElected) {
 		return true
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

@@ -87,7 +87,7 @@ func (b *Backend) keyNames(ctx context.Context, part string) ([]string, error) {
 	defer cancel()
 	under := b.b.subject + b.b.prefix + "." + part + "."
 	var subjects map[string]uint64
-	err := untilConnLost(ctx, b.b.js.Conn(), func(ctx context.Context) error {
+	err := untilConnLost(ctx, b.b.js.Conn(), b.b.elections.next(), func(ctx context.Context) error {
 		s, err := b.b.js.Stream(ctx, b.b.stream)
 		if err != nil {
 			return err

@@ -125,7 +125,7 @@ func (b *Backend) leaderInfo(ctx context.Context, filter string) (streamInfo, cl
 	nc := b.b.js.Conn()
 	var msg *natsgo.Msg
 	sent := time.Now()
-	err := untilConnLost(ctx, nc, func(ctx context.Context) (err error) {
+	err := untilConnLost(ctx, nc, b.b.elections.next(), func(ctx context.Context) (err error) {
 		msg, err = nc.RequestWithContext(ctx, b.b.api+"STREAM.INFO."+b.b.stream, req)
 		return err
 	})

@@ -233,6 +233,9 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 	lk, pk := b.Key(name), b.PlaceKey(name, owner)
 	for attempt := 0; ; attempt++ {
 		ln, err := b.readLine(ctx, name, owner, attempt > 0)
+		if err == nil {
+			err = b.dropGhosts(ctx, name, owner, &ln)
+		}
 		if err != nil {
 			return 0, opError(ctx, "acquire", name, err)
 		}
@@ -285,6 +288,51 @@ func (b *Backend) acquireOrEnqueue(ctx context.Context, name, owner, md string, 
 		// A key changed between the read and the write (nothing was
 		// written): decide again on what is there now.
 	}
+}
+
+// ghostAfter is how long past its TTL a place read from a replica must be
+// before acquireOrEnqueue asks the stream's leader whether it is still
+// there: the server's expiry sweep (about a second) and some clock skew.
+const ghostAfter = 2 * time.Second
+
+// dropGhosts asks the stream's leader about each place ahead of owner's in
+// ln (read from a replica, see readLine) that is ghostAfter past its TTL by
+// its message's time (the server's clock) against this machine's, and
+// drops from ln those the leader no longer has at that revision; the
+// waker then drops them from later reads too. A replica that was killed
+// (-9) and restarted can keep messages whose TTL ran out for good (seen
+// with nats-server 2.15.2: the two restarted replicas of a soak still
+// served places written 45 s before with a TTL of 1 s, which the third had
+// expired), so its answers show waiters ahead that are long gone, and the
+// line behind them would wait for ever: a place that no one renews is
+// removed by its TTL, and nothing ever removes a ghost. The leader decides,
+// as for every write: a place it still has (its sweep is late, or this
+// machine's clock runs ahead) stays ahead. One leader read per such place
+// and read of the line, only while a replica shows one.
+func (b *Backend) dropGhosts(ctx context.Context, name, owner string, ln *line) error {
+	now := time.Now()
+	var ghosts map[string]bool
+	for _, p := range ln.ahead(owner) {
+		if p.ttl <= 0 || now.Before(p.written.Add(p.ttl+ghostAfter)) {
+			continue
+		}
+		cur, err := b.b.last(ctx, strings.TrimPrefix(p.subject, b.b.subject))
+		if err != nil {
+			return err
+		}
+		if cur != nil && cur.seq == p.seq {
+			continue // still there
+		}
+		if ghosts == nil {
+			ghosts = map[string]bool{}
+		}
+		ghosts[p.subject] = true
+		b.waker.forget(name, p.subject, p.seq)
+	}
+	if ghosts != nil {
+		ln.places = slices.DeleteFunc(ln.places, func(p place) bool { return ghosts[p.subject] })
+	}
+	return nil
 }
 
 // keepPlace renews owner's place (mine, in ln) for placeTTL, or makes it at

@@ -154,6 +154,22 @@ func (w *waker) gone(name string) map[string]uint64 {
 	return nil
 }
 
+// forget records that the message seq of subject, one of name's, is gone
+// (the stream's leader no longer has it): a read that still shows it came
+// from a replica that kept it (see Backend.dropGhosts).
+func (w *waker) forget(name, subject string, seq uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ls := w.locks[name]
+	if ls == nil {
+		return
+	}
+	if ls.gone == nil || len(ls.gone) >= maxGone {
+		ls.gone = map[string]uint64{}
+	}
+	ls.gone[subject] = max(ls.gone[subject], seq)
+}
+
 // get returns owner's state on name.
 func (w *waker) get(name, owner string) (waiting, bool) {
 	w.mu.Lock()
