@@ -224,22 +224,33 @@ type Sample struct {
 	Figures map[string]int64
 }
 
+// probeRetry is how long a sample tries its Probe again: longer than a
+// restart of any of the test servers takes.
+const probeRetry = 30 * time.Second
+
 // sample takes a Sample labelled at.
 func (c *ContentionConfig) sample(ctx context.Context, at string) (Sample, error) {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	s := Sample{At: at, Figures: map[string]int64{"goroutines": int64(runtime.NumGoroutine()), "heap_bytes": int64(ms.HeapAlloc)}}
-	if c.Probe != nil {
+	if c.Probe == nil {
+		return s, nil
+	}
+	// A restart may be under way: the probe is tried again for a while.
+	deadline := time.Now().Add(probeRetry)
+	for {
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
 		figs, err := c.Probe(pctx)
-		if err != nil {
+		cancel()
+		if err == nil {
+			maps.Copy(s.Figures, figs)
+			return s, nil
+		}
+		if !time.Now().Before(deadline) || !sleep(ctx, 200*time.Millisecond) {
 			return s, fmt.Errorf("chaos: probe %s: %w", at, err)
 		}
-		maps.Copy(s.Figures, figs)
 	}
-	return s, nil
 }
 
 // Violations lists what went wrong, in words, each prefixed by its shape.
