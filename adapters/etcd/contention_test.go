@@ -41,7 +41,7 @@ func TestSoak(t *testing.T) {
 
 func contentionSetup(t *testing.T) chaos.ContentionConfig {
 	c := etcdtest.New(t)
-	var proxies multiProxy
+	var proxies []*faultproxy.Proxy
 	var eps []string
 	for _, m := range c.Members {
 		p := testkit.NewProxy(t, strings.TrimPrefix(m.ClientURL, "http://"))
@@ -57,7 +57,7 @@ func contentionSetup(t *testing.T) chaos.ContentionConfig {
 		Store:    fenceetcd.NewStore(cl, &fenceetcd.StoreOptions{Prefix: ns}),
 		TTL:      2 * time.Second,
 		PlaceTTL: 2 * time.Second,
-		Network:  proxies,
+		Network:  chaos.ProxyNetworks(proxies...),
 		Restart:  func(ctx context.Context) error { return restartMember(ctx, c) },
 		// Keys under the run's prefix, read from a member directly (not
 		// through the proxies, which the run faults).
@@ -87,19 +87,3 @@ func restartMember(ctx context.Context, c *etcdtest.Cluster) error {
 	_, err := c.Leader(ctx, etcdtest.StartTimeout)
 	return err
 }
-
-// multiProxy is the network of a client that reaches every member through
-// a fault proxy of its own: each fault hits all of them, so that a client
-// cannot step around it by switching members.
-type multiProxy []*faultproxy.Proxy
-
-func (ps multiProxy) each(f func(chaos.Network)) {
-	for _, p := range ps {
-		f(chaos.ProxyNetwork(p))
-	}
-}
-
-func (ps multiProxy) Delay(d time.Duration) { ps.each(func(n chaos.Network) { n.Delay(d) }) }
-func (ps multiProxy) Cut()                  { ps.each(chaos.Network.Cut) }
-func (ps multiProxy) DropReply()            { ps.each(chaos.Network.DropReply) }
-func (ps multiProxy) Heal()                 { ps.each(chaos.Network.Heal) }

@@ -43,7 +43,7 @@ func TestSoak(t *testing.T) {
 
 func contentionSetup(t *testing.T) chaos.ContentionConfig {
 	c := natstest.New(t, natstest.Config{Nodes: 3, Monitor: true})
-	var proxies multiProxy
+	var proxies []*faultproxy.Proxy
 	var urls []string
 	for _, n := range c.Nodes {
 		p := testkit.NewProxy(t, n.Addr())
@@ -62,7 +62,7 @@ func contentionSetup(t *testing.T) chaos.ContentionConfig {
 		Backend: newBackend(t, js, bucket),
 		Store:   newStore(t, js, bucket),
 		TTL:     time.Second,
-		Network: proxies,
+		Network: chaos.ProxyNetworks(proxies...),
 		Restart: func(ctx context.Context) error { return restartStreamLeader(ctx, c, bucket) },
 		Probe:   func(ctx context.Context) (map[string]int64, error) { return bucketKeys(ctx, direct, bucket) },
 	}
@@ -214,19 +214,3 @@ func agreedStreamLeader(c *natstest.Cluster, stream string) (string, error) {
 	}
 	return leader, nil
 }
-
-// multiProxy is the network of a client that reaches every node through a
-// fault proxy of its own: each fault hits all of them, so that a client
-// cannot step around it by switching nodes.
-type multiProxy []*faultproxy.Proxy
-
-func (ps multiProxy) each(f func(chaos.Network)) {
-	for _, p := range ps {
-		f(chaos.ProxyNetwork(p))
-	}
-}
-
-func (ps multiProxy) Delay(d time.Duration) { ps.each(func(n chaos.Network) { n.Delay(d) }) }
-func (ps multiProxy) Cut()                  { ps.each(chaos.Network.Cut) }
-func (ps multiProxy) DropReply()            { ps.each(chaos.Network.DropReply) }
-func (ps multiProxy) Heal()                 { ps.each(chaos.Network.Heal) }

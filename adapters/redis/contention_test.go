@@ -69,7 +69,7 @@ func contentionSingle(t *testing.T) chaos.ContentionConfig {
 		Backend: fenceredis.NewBackend(client, nil),
 		Store:   store,
 		Name:    "redis",
-		Network: proxyNetworks{chaos.ProxyNetwork(proxy), chaos.ProxyNetwork(storeProxy)},
+		Network: chaos.ProxyNetworks(proxy, storeProxy),
 		// A crash: SIGKILL, then the server starts again, empty, and Start
 		// returns once it answers PING. (Start fails the test itself if the
 		// server cannot be started.)
@@ -92,7 +92,7 @@ func contentionFailover(t *testing.T) chaos.ContentionConfig {
 		Backend:       fenceredis.NewBackend(client, nil),
 		Store:         store,
 		Name:          "redis failover",
-		Network:       proxyNetworks{chaos.ProxyNetwork(f.proxies[0]), chaos.ProxyNetwork(f.proxies[1]), chaos.ProxyNetwork(storeProxy)},
+		Network:       chaos.ProxyNetworks(f.proxies[0], f.proxies[1], storeProxy),
 		Restart:       f.failover,
 		ServerForgets: true,
 		Probe:         redisProbe(func() *testkit.RedisServer { return f.servers[f.primary.Load()] }, storeSrv, client),
@@ -141,34 +141,6 @@ func contentionStore(t *testing.T) (*fenceredis.Store, *testkit.RedisServer, *fa
 	srv := testkit.NewRedisServer(t)
 	proxy := testkit.NewProxy(t, srv.Addr())
 	return fenceredis.NewStore(defaultClient(t, proxy.Addr(), nil), nil), srv, proxy
-}
-
-// proxyNetworks faults several proxies at once: every server the run's
-// clients reach.
-type proxyNetworks []chaos.Network
-
-func (ns proxyNetworks) Delay(d time.Duration) {
-	for _, n := range ns {
-		n.Delay(d)
-	}
-}
-
-func (ns proxyNetworks) Cut() {
-	for _, n := range ns {
-		n.Cut()
-	}
-}
-
-func (ns proxyNetworks) DropReply() {
-	for _, n := range ns {
-		n.DropReply()
-	}
-}
-
-func (ns proxyNetworks) Heal() {
-	for _, n := range ns {
-		n.Heal()
-	}
 }
 
 // manualFailover is a primary and a replica, each behind a proxy, and
