@@ -134,7 +134,7 @@ func (s *Store) write(ctx context.Context, op, key string, token fence.Token, it
 		ExpressionAttributeValues:           map[string]types.AttributeValue{":t": number(token)},
 		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	}, sendOnce)
 	if err == nil {
 		if old, ok := chunksOf(s.keyAttrString(key), out.Attributes); ok {
 			if now, ok := chunksOf(s.keyAttrString(key), item); !ok || now.id != old.id {
@@ -159,9 +159,18 @@ func (s *Store) Advance(ctx context.Context, key string, token fence.Token) erro
 		ExpressionAttributeNames:            map[string]string{"#f": fenceAttr},
 		ExpressionAttributeValues:           map[string]types.AttributeValue{":t": number(token)},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	}, sendOnce)
 	return s.outcome(ctx, "advance", key, token, err)
 }
+
+// sendOnce is the request option of every fenced write: the SDK must not
+// send it again on its own. Its standard retryer resends a request whose
+// reply was lost (a reset connection); had the first copy landed and a
+// newer holder raised the fence before the second arrived, the second
+// would be refused and the caller told ErrStale, "nothing changed", about
+// a write that landed (TestLostReplyIsNotSentAgain). The error then
+// leaves the outcome open, marked retryable, and the caller decides.
+func sendOnce(o *awsddb.Options) { o.Retryer = aws.NopRetryer{} }
 
 // outcome turns a write's error into the Store's: a failed condition is a
 // *fence.StaleError carrying the fence the write met (stale).
