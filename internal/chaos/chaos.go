@@ -586,7 +586,7 @@ func (w *worker) cycle(ctx context.Context, k int) {
 	}()
 
 	pauseAt := -1
-	if cfg.PauseChance > 0 && (w.rng.Float64() < cfg.PauseChance || w.owesFault(3, &w.r.pauses)) {
+	if cfg.PauseChance > 0 && (w.rng.Float64() < cfg.PauseChance || w.owesFault(anyWorker, &w.r.pauses)) {
 		pauseAt = w.rng.IntN(3)
 	}
 	token := int64(lease.Token())

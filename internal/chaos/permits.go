@@ -303,7 +303,7 @@ func (p *permitRun) leave(name string, kind driver.Kind) {
 func (p *permitRun) increment(w *worker, k int, l *lock.Lease, span *liveSpan) {
 	r, cfg := p.r, &p.r.cfg
 	pauseAt := -1
-	if cfg.PauseChance > 0 && w.rng.Float64() < cfg.PauseChance {
+	if cfg.PauseChance > 0 && (w.rng.Float64() < cfg.PauseChance || w.owesFault(anyWorker, &p.r.pauses)) {
 		pauseAt = w.rng.IntN(3)
 	}
 	token := int64(l.Token())
@@ -355,7 +355,7 @@ func (p *permitRun) increment(w *worker, k int, l *lock.Lease, span *liveSpan) {
 func (p *permitRun) read(w *worker, k int, l *lock.Lease, span *liveSpan) {
 	r, cfg := p.r, &p.r.cfg
 	pauseAt := -1
-	if cfg.PauseChance > 0 && w.rng.Float64() < cfg.PauseChance {
+	if cfg.PauseChance > 0 && (w.rng.Float64() < cfg.PauseChance || w.owesFault(anyWorker, &p.r.pauses)) {
 		pauseAt = w.rng.IntN(3)
 	}
 	readFence := int64(l.ReadFence())

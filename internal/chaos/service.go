@@ -200,18 +200,21 @@ func (w *worker) waitFault(ctx context.Context) (client *lock.Client, actx conte
 	return r.client, ctx, alive, func() {}
 }
 
-// owesFault reports whether the worker numbered id must make a fault whose
-// count is n because the run has made none yet: in a contention run, so
-// that a short run on a slow backend, with few cycles, still has a pause
-// (worker 3), a wait given up (worker 1) and a waiter killed in line
-// (worker 2), whatever its chances drew. The worker keeps trying until
-// one takes effect (a wait ends before it is given up when the worker is
-// first in line).
+// owesFault reports whether the worker numbered id (any worker, for
+// anyWorker) must make a fault whose count is n because the run has made
+// none yet: in a contention run, so that a short run on a slow backend,
+// with few cycles, still has a pause (the first worker to hold anything),
+// a wait given up (worker 1) and a waiter killed in line (worker 2),
+// whatever its chances drew. A worker keeps trying until one takes effect
+// (a wait ends before it is given up when the worker is first in line).
 func (w *worker) owesFault(id int, n *int) bool {
-	if w.r.cfg.phase == nil || w.id != id || !w.r.faulting() {
+	if w.r.cfg.phase == nil || (id != anyWorker && w.id != id) || !w.r.faulting() {
 		return false
 	}
 	w.r.mu.Lock()
 	defer w.r.mu.Unlock()
 	return *n == 0
 }
+
+// anyWorker is owesFault's id for a fault any worker may owe.
+const anyWorker = -1
